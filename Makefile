@@ -1,0 +1,23 @@
+# Set-up and everyday commands. Each target installs what it needs into .venv.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+# torch is pinned to the CPU build that pip finds locally; an unpinned torch pulls a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+
+.PHONY: install test clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache

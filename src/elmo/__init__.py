@@ -1,0 +1,42 @@
+"""ELMo (Peters et al., NAACL 2018) in PyTorch: faithful to the original weights, fast, trainable.
+
+    from elmo import Elmo, batch_to_ids, load_bilm
+    elmo = Elmo(load_bilm("path/to/model"), num_output_representations=1)
+    out = elmo(batch_to_ids([["Hello", "world", "."]]))
+    out.representations[0]  # (1, 3, 2P)
+"""
+
+from elmo.builders import build_bilm
+from elmo.char_encoding import batch_to_ids, word_to_char_ids
+from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
+from elmo.embed import Embedder
+from elmo.errors import ConfigError, ElmoError, InputFileError, WeightFileError
+from elmo.hdf5_weights import load_hdf5_weights, save_hdf5_weights
+from elmo.model_files import load_bilm, read_options, save_bilm
+from elmo.modules import BiLM, Elmo, ScalarMix, StatefulBiLM
+from elmo.vocab import Vocabulary, batch_to_token_ids
+
+__all__ = [
+    "BiLM",
+    "BiLMConfig",
+    "CharCNNConfig",
+    "ConfigError",
+    "Elmo",
+    "ElmoError",
+    "Embedder",
+    "InputFileError",
+    "LSTMConfig",
+    "ScalarMix",
+    "StatefulBiLM",
+    "Vocabulary",
+    "WeightFileError",
+    "batch_to_ids",
+    "batch_to_token_ids",
+    "build_bilm",
+    "load_bilm",
+    "load_hdf5_weights",
+    "read_options",
+    "save_bilm",
+    "save_hdf5_weights",
+    "word_to_char_ids",
+]

@@ -1,0 +1,140 @@
+"""The bidirectional language model: a shared token encoder under a forward and a backward LSTM stack.
+
+Mirrors bilm-tf ``BidirectionalLanguageModelGraph``: the backward stack reads each sentence reversed (only its real
+tokens; padding stays at the end), and its outputs are reversed back, so position t of every layer describes
+token t. The ELMo layers are::
+
+    layer 0:      [x_t; x_t]                    token encoder output, duplicated to width 2P
+    layer l>=1:   [h_t^fwd(l); h_t^bwd(l)]      LSTM layer l of each direction (with the residual, if any)
+
+Stateless by default: the caller passes the state (or None for zeros) and gets the final state back.
+:class:`StatefulBiLM` keeps it between calls the way the original inference code does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from elmo.config import BiLMConfig
+from elmo.modules.lstm import LstmStack
+from elmo.modules.sequence import mask_from_ids, reverse_padded
+
+BiLMState = tuple[torch.Tensor, torch.Tensor]
+"""(h (2, L, B, P), c (2, L, B, C)); index 0 of the first axis is the forward direction."""
+
+
+@dataclass
+class BiLMOutput:
+    layers: list[torch.Tensor]
+    """L + 1 tensors (B, T, 2P), token layer first; zero at padded positions."""
+    mask: torch.Tensor
+    """(B, T) bool."""
+    state: BiLMState
+    """Final LSTM states, to start the next batch from (stateful use)."""
+
+
+class BiLM(nn.Module):
+    """Token encoder + forward and backward :class:`LstmStack`.
+
+    Args:
+        token_encoder: a module mapping ids (B, T, W) or (B, T) to (B, T, P), with ``output_dim``.
+        forward_lstm, backward_lstm: stacks of the same shape.
+        config: the architecture these were built from (kept so the model can be saved with its options).
+    """
+
+    def __init__(
+        self,
+        token_encoder: nn.Module,
+        forward_lstm: LstmStack,
+        backward_lstm: LstmStack,
+        config: BiLMConfig | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.token_encoder = token_encoder
+        self.forward_lstm = forward_lstm
+        self.backward_lstm = backward_lstm
+
+    @property
+    def num_layers(self) -> int:
+        """L + 1."""
+        return len(self.forward_lstm.layers) + 1
+
+    @property
+    def output_dim(self) -> int:
+        """2P."""
+        return 2 * self.token_encoder.output_dim
+
+    def forward(self, ids: torch.Tensor, state: BiLMState | None = None) -> BiLMOutput:
+        """Run both directions over a batch.
+
+        Args:
+            ids: (B, T, W) character ids or (B, T) token ids, +1 shifted, padding (0) at the end of rows.
+                Sentence boundaries are whatever the ids contain (see ``sequence.add_sentence_boundaries``).
+            state: initial state; None starts every row from zeros.
+        """
+        mask = mask_from_ids(ids)  # (B, T)
+        lengths = mask.sum(dim=1)  # (B,)
+        tokens = self.token_encoder(ids)  # (B, T, P)
+        tokens = tokens * mask.unsqueeze(-1).to(tokens.dtype)
+        fwd_state = bwd_state = None
+        if state is not None:
+            fwd_state = (state[0][0], state[1][0])
+            bwd_state = (state[0][1], state[1][1])
+        fwd_layers, fwd_final = self.forward_lstm(tokens, mask, fwd_state)
+        bwd_layers, bwd_final = self.backward_lstm(reverse_padded(tokens, lengths), mask, bwd_state)
+        bwd_layers = [reverse_padded(x, lengths) for x in bwd_layers]
+        float_mask = mask.unsqueeze(-1).to(tokens.dtype)  # (B, T, 1)
+        layers = [torch.cat([tokens, tokens], dim=-1)]
+        layers += [torch.cat([f, b], dim=-1) * float_mask for f, b in zip(fwd_layers, bwd_layers)]
+        new_state = (torch.stack([fwd_final[0], bwd_final[0]]), torch.stack([fwd_final[1], bwd_final[1]]))
+        return BiLMOutput(layers=layers, mask=mask, state=new_state)
+
+    def zero_state(self, batch_size: int) -> BiLMState:
+        first = self.forward_lstm.layers[0]
+        weight = first.state_linearity.weight
+        n_layers = len(self.forward_lstm.layers)
+        h = weight.new_zeros(2, n_layers, batch_size, first.output_dim)
+        c = weight.new_zeros(2, n_layers, batch_size, first.cell_dim)
+        return h, c
+
+
+class StatefulBiLM(nn.Module):
+    """A :class:`BiLM` that carries LSTM states from call to call, row by row, like the original inference code.
+
+    bilm-tf keeps one state per row (up to the largest batch seen); a batch of B rows starts row i from the final
+    state of row i in the last batch that had an i-th row, and rows beyond B keep their state. Padding rows and
+    rows of a smaller batch therefore never disturb other rows. States are detached between calls.
+    """
+
+    def __init__(self, bilm: BiLM) -> None:
+        super().__init__()
+        self.bilm = bilm
+        self._h: torch.Tensor | None = None  # (2, L, B_max, P)
+        self._c: torch.Tensor | None = None  # (2, L, B_max, C)
+
+    def reset(self) -> None:
+        """Forget all states (every row starts from zeros again)."""
+        self._h = self._c = None
+
+    def forward(self, ids: torch.Tensor) -> BiLMOutput:
+        batch = ids.shape[0]
+        self._grow(batch)
+        assert self._h is not None and self._c is not None
+        out = self.bilm(ids, (self._h[:, :, :batch], self._c[:, :, :batch]))
+        h, c = out.state
+        self._h = torch.cat([h.detach(), self._h[:, :, batch:]], dim=2)
+        self._c = torch.cat([c.detach(), self._c[:, :, batch:]], dim=2)
+        return out
+
+    def _grow(self, batch: int) -> None:
+        have = 0 if self._h is None else self._h.shape[2]
+        if batch <= have:
+            return
+        h, c = self.bilm.zero_state(batch - have)
+        self._h = h if self._h is None else torch.cat([self._h, h], dim=2)
+        self._c = c if self._c is None else torch.cat([self._c, c], dim=2)
+

@@ -1,0 +1,118 @@
+"""The ELMo layer: a (frozen) biLM and one or more independent scalar mixes of its layers.
+
+Peters et al. (2018), section 3.2-3.3. Typical use in a task model, with ELMo at the input and the output::
+
+    elmo = Elmo(load_bilm("model_dir"), num_output_representations=2)
+    out = elmo(batch_to_ids(sentences))          # sentences without <S>/</S>: Elmo adds them
+    x = torch.cat([word_vectors, out.representations[0]], -1)
+    loss = task_loss + elmo.scalar_mix_penalty(0.001)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo.modules.bilm import BiLM, StatefulBiLM
+from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.scalar_mix import ScalarMix
+from elmo.modules.sequence import add_sentence_boundaries, mask_from_ids, remove_sentence_boundaries
+
+
+@dataclass
+class ElmoOutput:
+    representations: list[torch.Tensor]
+    """``num_output_representations`` tensors (B, T, 2P)."""
+    mask: torch.Tensor
+    """(B, T) bool."""
+
+
+class Elmo(nn.Module):
+    """ELMo representations for batches of +1-shifted ids without sentence boundaries (``batch_to_ids`` output).
+
+    Args:
+        bilm: the pretrained biLM.
+        num_output_representations: number of independent scalar mixes (e.g. 2 for task input and output).
+        dropout: applied to each representation (AllenNLP's default 0.5).
+        do_layer_norm: the original's masked-batch layer norm before mixing.
+        requires_grad: fine-tune the biLM too (default: frozen, run under no_grad, kept in eval mode).
+        scalar_mix_parameters: fixed pre-softmax weights, e.g. ``[-9e10, 1, -9e10]``; the mixes are then frozen.
+        keep_sentence_boundaries: keep the ``<S>``/``</S>`` positions in the output (T + 2 steps).
+        stateful: carry LSTM states from batch to batch row by row like the original (default: every sentence
+            starts from zero states, so a sentence always gets the same vectors).
+        token_boundary_ids: for a token-input biLM, the (+1 shifted) ids of ``<S>`` and ``</S>``.
+    """
+
+    def __init__(
+        self,
+        bilm: BiLM,
+        num_output_representations: int = 1,
+        dropout: float = 0.5,
+        do_layer_norm: bool = False,
+        requires_grad: bool = False,
+        scalar_mix_parameters: Sequence[float] | None = None,
+        keep_sentence_boundaries: bool = False,
+        stateful: bool = False,
+        token_boundary_ids: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.bilm = bilm
+        self.stateful_bilm = StatefulBiLM(bilm) if stateful else None
+        self.requires_grad = requires_grad
+        bilm.requires_grad_(requires_grad)
+        if not requires_grad:
+            bilm.eval()
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(
+                bilm.num_layers,
+                do_layer_norm=do_layer_norm,
+                initial_weights=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            for _ in range(num_output_representations)
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        if isinstance(bilm.token_encoder, CharCNNEncoder):
+            width = bilm.token_encoder.config.max_characters_per_token
+            bos = torch.from_numpy(word_to_char_ids(BOS_TOKEN, width) + 1)
+            eos = torch.from_numpy(word_to_char_ids(EOS_TOKEN, width) + 1)
+        else:
+            if token_boundary_ids is None:
+                raise ValueError("Elmo: a token-input biLM needs token_boundary_ids=(id of <S>, id of </S>)")
+            bos, eos = torch.tensor(token_boundary_ids[0]), torch.tensor(token_boundary_ids[1])
+        self.register_buffer("_bos", bos, persistent=False)
+        self.register_buffer("_eos", eos, persistent=False)
+
+    def train(self, mode: bool = True) -> Elmo:
+        super().train(mode)
+        if not self.requires_grad:
+            self.bilm.eval()  # a frozen biLM never uses dropout
+        return self
+
+    def forward(self, ids: torch.Tensor) -> ElmoOutput:
+        """ids (B, T, W) or (B, T), no sentence boundaries -> representations (B, T, 2P) and mask (B, T)."""
+        with_boundaries = add_sentence_boundaries(ids, self._bos, self._eos)  # (B, T+2, ...)
+        run = self.stateful_bilm if self.stateful_bilm is not None else self.bilm
+        with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
+            bilm_out = run(with_boundaries)
+        layers, mask = bilm_out.layers, bilm_out.mask
+        if not self.keep_sentence_boundaries:
+            stripped = [remove_sentence_boundaries(x, mask) for x in layers]
+            layers, mask = [x for x, _ in stripped], stripped[0][1] if stripped else mask_from_ids(ids)
+        representations = [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
+        return ElmoOutput(representations=representations, mask=mask)
+
+    def reset_states(self) -> None:
+        """Stateful mode: start every row from zeros again."""
+        if self.stateful_bilm is not None:
+            self.stateful_bilm.reset()
+
+    def scalar_mix_penalty(self, coefficient: float) -> torch.Tensor:
+        """lambda * sum over mixes of ||w||^2 on the pre-softmax weights (paper section 3.3; bilm-tf ``l2_coef``)."""
+        total = sum((mix.scalar_parameters**2).sum() for mix in self.scalar_mixes)
+        return coefficient * torch.as_tensor(total)

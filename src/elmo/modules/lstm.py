@@ -1,0 +1,127 @@
+"""LSTM with a projection and clipping, and a stack of them with optional residual connections.
+
+The cell is TensorFlow's ``LSTMCell(num_units=C, num_proj=P, cell_clip, proj_clip, forget_bias=1.0)`` as used by
+bilm-tf. With gate pre-activations in TF's order ``i, j, f, o``::
+
+    c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)
+    h_t = clip((sigmoid(o) * tanh(c_t)) W_P, proj_clip)          # W_P only when P < C
+
+The forget-gate offset of 1 is a constant of the cell, not folded into the bias, exactly as in TF: the stored
+bias is the file's bias, so weights round-trip bit for bit.
+
+Speed: the input half of the gate GEMM does not depend on the recurrence, so it is computed for all time steps
+at once (one large GEMM); each step is then one (B, P) x (P, 4C) GEMM, the elementwise gate math and the
+projection.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+LstmState = tuple[torch.Tensor, torch.Tensor]
+"""(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
+
+
+class LstmCellWithProjection(nn.Module):
+    """One LSTM layer with projection, run over a whole (left-aligned, padded) sequence."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        cell_dim: int,
+        projection_dim: int,
+        cell_clip: float | None = None,
+        proj_clip: float | None = None,
+        forget_bias: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.input_dim = input_dim
+        self.cell_dim = cell_dim
+        self.output_dim = projection_dim
+        self.cell_clip = cell_clip
+        self.proj_clip = proj_clip
+        self.forget_bias = forget_bias
+        # Gate rows in TF order: i (input), j (candidate), f (forget), o (output).
+        self.input_linearity = nn.Linear(input_dim, 4 * cell_dim, bias=True)
+        self.state_linearity = nn.Linear(projection_dim, 4 * cell_dim, bias=False)
+        self.projection = nn.Linear(cell_dim, projection_dim, bias=False) if projection_dim < cell_dim else None
+
+    def zero_state(self, batch_size: int, like: torch.Tensor) -> LstmState:
+        h = like.new_zeros(batch_size, self.output_dim)
+        c = like.new_zeros(batch_size, self.cell_dim)
+        return h, c
+
+    def forward(
+        self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None
+    ) -> tuple[torch.Tensor, LstmState]:
+        """Run the cell over time.
+
+        Args:
+            inputs: (B, T, input_dim).
+            mask: (B, T) bool, True for real tokens, padding only at the end of a row. The state stops
+                changing after a row's last token, so the returned state is the state after that token.
+            state: initial (h (B, P), c (B, C)); zeros when None.
+
+        Returns:
+            outputs (B, T, P), zero at padded positions, and the final state (h, c).
+        """
+        batch, time, _ = inputs.shape
+        h, c = state if state is not None else self.zero_state(batch, inputs)
+        x_gates = self.input_linearity(inputs)  # (B, T, 4C): all time steps in one GEMM
+        w_state = self.state_linearity.weight.t()  # (P, 4C)
+        outputs = []
+        for t in range(time):
+            gates = torch.addmm(x_gates[:, t], h, w_state)  # (B, 4C)
+            i, j, f, o = gates.chunk(4, dim=1)
+            c_new = torch.sigmoid(f + self.forget_bias) * c + torch.sigmoid(i) * torch.tanh(j)
+            if self.cell_clip is not None:
+                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
+            h_new = torch.sigmoid(o) * torch.tanh(c_new)  # (B, C)
+            if self.projection is not None:
+                h_new = self.projection(h_new)  # (B, P)
+                if self.proj_clip is not None:
+                    h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
+            if mask is None:
+                h, c = h_new, c_new
+            else:
+                keep = mask[:, t : t + 1]  # (B, 1)
+                h = torch.where(keep, h_new, h)
+                c = torch.where(keep, c_new, c)
+            outputs.append(h_new)
+        out = torch.stack(outputs, dim=1) if outputs else inputs.new_zeros(batch, 0, self.output_dim)  # (B, T, P)
+        if mask is not None:
+            out = out * mask.unsqueeze(-1).to(out.dtype)
+        return out, (h, c)
+
+
+class LstmStack(nn.Module):
+    """L LSTM layers for one direction; layer l >= 1 adds its input to its output when ``residual`` is set.
+
+    Dropout (training only) applies to each layer's input, before the residual add, as TF's
+    ``DropoutWrapper(ResidualWrapper(cell), input_keep_prob)`` does in the original trainer.
+    """
+
+    def __init__(self, layers: list[LstmCellWithProjection], residual: bool, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.residual = residual
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None
+    ) -> tuple[list[torch.Tensor], LstmState]:
+        """(B, T, P) -> L outputs (B, T, P) and the stacked final state (h (L, B, P), c (L, B, C))."""
+        outputs, hs, cs = [], [], []
+        x = inputs
+        for index, layer in enumerate(self.layers):
+            layer_state = None if state is None else (state[0][index], state[1][index])
+            x = self.dropout(x)
+            out, (h, c) = layer(x, mask, layer_state)
+            if self.residual and index > 0:
+                out = out + x
+            outputs.append(out)
+            hs.append(h)
+            cs.append(c)
+            x = out
+        return outputs, (torch.stack(hs), torch.stack(cs))
