@@ -143,7 +143,7 @@ def load_hdf5_weights(bilm: BiLM, path: str | os.PathLike, embedding_path: str |
     entries = weight_entries(bilm)
     arrays: dict[str, np.ndarray] = {}
     main = [e for e in entries if e.dataset != "embedding" or embedding_path is None]
-    arrays.update(_read_datasets(Path(path), main, state, allow_extra_embedding=embedding_path is not None))
+    arrays.update(_read_datasets(Path(path), main, state, token_inputs=embedding_path is not None))
     if embedding_path is not None:
         extra = [e for e in entries if e.dataset == "embedding"]
         arrays.update(_read_datasets(Path(embedding_path), extra, state, only_listed=True))
@@ -162,7 +162,7 @@ def _read_datasets(
     path: Path,
     entries: list[WeightEntry],
     state: dict[str, torch.Tensor],
-    allow_extra_embedding: bool = False,
+    token_inputs: bool = False,
     only_listed: bool = False,
 ) -> dict[str, np.ndarray]:
     if not path.is_file():
@@ -178,8 +178,10 @@ def _read_datasets(
         expected = {e.dataset for e in entries}
         if not only_listed:
             for name in sorted(names):
-                if name in expected or "softmax" in name or (allow_extra_embedding and name == "embedding"):
+                if name in expected or "softmax" in name:
                     continue  # softmax weights are the LM head, not part of the biLM (the original skips them too)
+                if token_inputs and (name in ("char_embed", "embedding") or name.startswith("CNN")):
+                    continue  # a token-input biLM reads its token layer elsewhere and leaves the char CNN unused
                 raise WeightFileError(f"{path}: unexpected dataset '{name}' for these options (wrong options file?)")
         for entry in entries:
             if entry.dataset not in handle:
