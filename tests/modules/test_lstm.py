@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from elmo.modules.lstm import LstmCellWithProjection, LstmStack
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _reference_run(cell: LstmCellWithProjection, x: np.ndarray, h: np.ndarray, c: np.ndarray):
+    """TF LSTMCell(num_proj, cell_clip, proj_clip, forget_bias=1) in float64, one step at a time."""
+    w_in = cell.input_linearity.weight.detach().double().numpy()
+    bias = cell.input_linearity.bias.detach().double().numpy()
+    w_state = cell.state_linearity.weight.detach().double().numpy()
+    outputs = []
+    for t in range(x.shape[1]):
+        gates = x[:, t] @ w_in.T + h @ w_state.T + bias
+        i, j, f, o = np.split(gates, 4, axis=1)
+        c = _sigmoid(f + 1.0) * c + _sigmoid(i) * np.tanh(j)
+        if cell.cell_clip is not None:
+            c = np.clip(c, -cell.cell_clip, cell.cell_clip)
+        h = _sigmoid(o) * np.tanh(c)
+        if cell.projection is not None:
+            h = h @ cell.projection.weight.detach().double().numpy().T
+            if cell.proj_clip is not None:
+                h = np.clip(h, -cell.proj_clip, cell.proj_clip)
+        outputs.append(h)
+    return np.stack(outputs, axis=1), h, c
+
+
+@pytest.mark.parametrize("projection_dim", [3, 7])
+def test_cell_matches_tf_formula_with_clipping(projection_dim):
+    cell = LstmCellWithProjection(5, 7, projection_dim, cell_clip=0.5, proj_clip=0.3)
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.normal_(0, 1.5)  # large weights so that both clips are active
+    x = torch.randn(2, 6, 5)
+    h0, c0 = torch.randn(2, projection_dim) * 0.1, torch.randn(2, 7) * 0.1
+    out, (h, c) = cell(x, state=(h0, c0))
+    ref_out, ref_h, ref_c = _reference_run(cell, x.double().numpy(), h0.double().numpy(), c0.double().numpy())
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, atol=1e-5)
+    np.testing.assert_allclose(h.detach().numpy(), ref_h, atol=1e-5)
+    np.testing.assert_allclose(c.detach().numpy(), ref_c, atol=1e-5)
+    assert c.abs().max() <= 0.5 + 1e-7 and np.isclose(np.abs(ref_c).max(), 0.5)  # the cell clip was hit
+    if projection_dim < 7:
+        assert out.abs().max() <= 0.3 + 1e-7 and np.isclose(np.abs(ref_out).max(), 0.3)  # so was the projection clip
+    else:
+        assert cell.projection is None  # no projection, so TF applies no projection clip either
+
+
+def test_masked_rows_stop_at_their_last_token():
+    cell = LstmCellWithProjection(4, 6, 3, cell_clip=3, proj_clip=3)
+    x = torch.randn(2, 5, 4)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    out, (h, c) = cell(x, mask)
+    short_out, (short_h, short_c) = cell(x[1:, :2])
+    torch.testing.assert_close(h[1], short_h[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(c[1], short_c[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(out[1, :2], short_out[0], rtol=0, atol=1e-6)
+    assert out[1, 2:].eq(0).all()
+
+
+def test_stack_residual_adds_layer_input_from_the_second_layer_on():
+    cells = [LstmCellWithProjection(3, 5, 3) for _ in range(2)]
+    stack = LstmStack(cells, residual=True)
+    x = torch.randn(2, 4, 3)
+    outputs, (h, c) = stack(x)
+    first, _ = cells[0](x)
+    second, _ = cells[1](first)
+    torch.testing.assert_close(outputs[0], first)
+    torch.testing.assert_close(outputs[1], second + first)
+    assert h.shape == (2, 2, 3) and c.shape == (2, 2, 5)
+
+
+def test_stack_state_in_and_out():
+    stack = LstmStack([LstmCellWithProjection(3, 5, 3) for _ in range(2)], residual=False)
+    x = torch.randn(2, 6, 3)
+    full, state_full = stack(x)
+    first, state = stack(x[:, :4])
+    second, state_split = stack(x[:, 4:], state=state)
+    torch.testing.assert_close(torch.cat([first[-1], second[-1]], 1), full[-1])
+    torch.testing.assert_close(state_split[0], state_full[0])
+    torch.testing.assert_close(state_split[1], state_full[1])

@@ -1,0 +1,86 @@
+"""The ``elmo embed`` contract and CLI error handling (one line, no traceback, non-zero exit)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from elmo.cli import main as cli_main
+from elmo.model_files import save_bilm
+from tests.conftest import random_bilm
+
+LINES = ["The bank raised rates .", "", "He sat on the river bank ."]
+
+
+@pytest.fixture()
+def model_dir(tmp_path):
+    return save_bilm(random_bilm(), tmp_path / "model")
+
+
+@pytest.fixture()
+def text_file(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    return path
+
+
+def _embed(text_file, out, model_dir, *flags) -> dict[str, np.ndarray]:
+    assert cli_main(["embed", str(text_file), str(out), "--model", str(model_dir), *flags]) == 0
+    with h5py.File(out, "r") as f:
+        return {k: f[k][...] for k in f}
+
+
+def test_all_top_average_shapes_and_sentence_index(tmp_path, text_file, model_dir):
+    all_layers = _embed(text_file, tmp_path / "all.hdf5", model_dir, "--all")
+    assert all_layers["0"].shape == (3, 5, 16) and all_layers["1"].shape == (3, 0, 16)
+    assert all_layers["2"].shape == (3, 7, 16)
+    assert json.loads(all_layers["sentence_to_index"][0]) == {line: str(i) for i, line in enumerate(LINES)}
+    top = _embed(text_file, tmp_path / "top.hdf5", model_dir, "--top")
+    average = _embed(text_file, tmp_path / "avg.hdf5", model_dir, "--average", "--batch-size", "1")
+    for key in ("0", "2"):
+        np.testing.assert_array_equal(top[key], all_layers[key][-1])
+        np.testing.assert_allclose(average[key], all_layers[key].mean(0), rtol=1e-5, atol=1e-6)
+
+
+def test_sentence_keys_and_forget_sentences(tmp_path, text_file, model_dir):
+    text_file.write_text("a b\nc d e\n", encoding="utf-8")
+    keyed = _embed(text_file, tmp_path / "k.hdf5", model_dir, "--top", "--use-sentence-keys", "--forget-sentences")
+    assert sorted(keyed) == ["a b", "c d e"]
+
+
+def test_invalid_utf8_line_is_named(tmp_path, model_dir, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine line\nstill fine\nbroken \xff here\n")
+    out = tmp_path / "out.hdf5"
+    assert cli_main(["embed", str(bad), str(out), "--top", "--model", str(model_dir)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("elmo: error:") and "bad.txt, line 3: not valid UTF-8" in err and "\n" not in err
+    assert not out.exists() and not list(tmp_path.glob(".out.hdf5*"))  # no partial output left behind
+
+
+def test_missing_input_and_model_errors(tmp_path, model_dir, capsys):
+    assert cli_main(["embed", str(tmp_path / "nope.txt"), str(tmp_path / "o.hdf5"), "--top", "--model",
+                     str(model_dir)]) == 1
+    assert "nope.txt: no such input file" in capsys.readouterr().err
+    assert cli_main(["embed", str(tmp_path / "x.txt"), str(tmp_path / "o.hdf5"), "--top", "--model",
+                     str(tmp_path / "nomodel")]) == 1
+    assert "nomodel: no such model directory" in capsys.readouterr().err
+
+
+def test_mismatched_options_error_without_traceback(tmp_path, text_file, fixture_dir):
+    options = json.loads((fixture_dir / "options.json").read_text())
+    options["lstm"]["projection_dim"] = 32
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    result = subprocess.run(
+        [sys.executable, "-m", "elmo", "embed", str(text_file), str(tmp_path / "o.hdf5"), "--top",
+         "--options-file", str(tmp_path / "options.json"), "--weight-file", str(fixture_dir / "lm_weights.hdf5")],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "dataset 'CNN_proj/W_proj' has shape (124, 16), the options expect (124, 32)" in result.stderr
