@@ -69,6 +69,21 @@ def test_round_trip_for_other_architectures(tmp_path, config):
     assert f"RNN_0/RNN/MultiRNNCell/Cell{config.lstm.n_layers - 1}/LSTMCell/W_0" in names
 
 
+def test_one_layer_training_dump_names_load(tmp_path):
+    """The original trainer names a one-layer model's cell RNN_d/RNN/LSTMCell (no MultiRNNCell scope)."""
+    config = tiny_config(n_layers=1)
+    bilm = random_bilm(config)
+    save_hdf5_weights(bilm, tmp_path / "w.hdf5")
+    with h5py.File(tmp_path / "w.hdf5", "r+") as f:
+        for d in (0, 1):
+            for leaf in ("W_0", "B", "W_P_0"):
+                f.move(f"RNN_{d}/RNN/MultiRNNCell/Cell0/LSTMCell/{leaf}", f"RNN_{d}/RNN/LSTMCell/{leaf}")
+    loaded = build_bilm(config)
+    load_hdf5_weights(loaded, tmp_path / "w.hdf5")
+    for (name, a), (_, b) in zip(bilm.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
 def _copy_with(tmp_path, fixture_dir, edit) -> str:
     path = tmp_path / "weights.hdf5"
     shutil.copy(fixture_dir / "lm_weights.hdf5", path)

@@ -178,15 +178,16 @@ def _read_datasets(
         expected = {e.dataset for e in entries}
         if not only_listed:
             for name in sorted(names):
-                if name in expected or "softmax" in name:
+                if name in expected or _canonical_name(name) in expected or "softmax" in name:
                     continue  # softmax weights are the LM head, not part of the biLM (the original skips them too)
                 if token_inputs and (name in ("char_embed", "embedding") or name.startswith("CNN")):
                     continue  # a token-input biLM reads its token layer elsewhere and leaves the char CNN unused
                 raise WeightFileError(f"{path}: unexpected dataset '{name}' for these options (wrong options file?)")
         for entry in entries:
-            if entry.dataset not in handle:
+            stored = _stored_name(handle, entry.dataset)
+            if stored is None:
                 raise WeightFileError(f"{path}: missing dataset '{entry.dataset}' required by the options")
-            dataset = handle[entry.dataset]
+            dataset = handle[stored]
             want = expected_dataset_shape(entry, state)
             if tuple(dataset.shape) != want:
                 raise WeightFileError(
@@ -202,6 +203,22 @@ def _read_datasets(
                 raise WeightFileError(f"{path}: dataset '{entry.dataset}' contains NaN or Inf values")
             arrays[entry.dataset] = array
     return arrays
+
+
+# A one-layer model trained by the original code has no MultiRNNCell scope: RNN_0/RNN/LSTMCell/W_0.
+_MULTI_CELL0, _SINGLE_CELL = "/RNN/MultiRNNCell/Cell0/LSTMCell/", "/RNN/LSTMCell/"
+
+
+def _canonical_name(name: str) -> str:
+    return name.replace(_SINGLE_CELL, _MULTI_CELL0)
+
+
+def _stored_name(handle: h5py.File, name: str) -> str | None:
+    """The dataset's name in this file: the canonical one, or its one-layer spelling."""
+    if name in handle:
+        return name
+    alias = name.replace(_MULTI_CELL0, _SINGLE_CELL)
+    return alias if alias != name and alias in handle else None
 
 
 def read_embedding_vocab_size(path: str | os.PathLike) -> int:
