@@ -92,9 +92,9 @@ def test_two_processes_match_one_with_the_same_global_batch(corpus, tmp_path):
 
 
 def test_gradient_accumulation_matches_a_bigger_batch(corpus, tmp_path):
-    common = ["-q", "--max-steps", "4", "--dropout", "0", "--log-every", "1"]
-    assert main([common[0], *_args(corpus, tmp_path / "big", *common[1:], "--batch-size", "4")]) == 0
-    assert main([common[0], *_args(corpus, tmp_path / "acc", *common[1:], "--batch-size", "2", "--grad-accum", "2")]) == 0
+    common = ["--max-steps", "4", "--dropout", "0", "--log-every", "1"]
+    assert main(["-q", *_args(corpus, tmp_path / "big", *common, "--batch-size", "4")]) == 0
+    assert main(["-q", *_args(corpus, tmp_path / "acc", *common, "--batch-size", "2", "--grad-accum", "2")]) == 0
     a, b = _weights(tmp_path / "big"), _weights(tmp_path / "acc")
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)

@@ -143,9 +143,9 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 def cmd_perplexity(args: argparse.Namespace) -> int:
     import json
 
+    from elmo.data import read_sentences
     from elmo.evaluate import perplexity
     from elmo.lm_files import load_language_model
-    from elmo.data import read_sentences
     from elmo.vocab import Vocabulary
 
     if args.rows < 1:
@@ -155,7 +155,9 @@ def cmd_perplexity(args: argparse.Namespace) -> int:
     if vocab is None:
         raise ElmoError(f"{args.model}: no vocab.txt stored with the model; pass --vocab")
     if len(vocab) != lm.softmax.vocab_size:
-        raise ElmoError(f"{args.vocab}: {len(vocab)} words, but the model's softmax has {lm.softmax.vocab_size} rows")
+        raise ElmoError(
+            f"{args.vocab or args.model}: {len(vocab)} words, but the model's softmax has {lm.softmax.vocab_size} rows"
+        )
     sentences = [t for _, t in read_sentences(args.data)]
     if not sentences:
         raise ElmoError(f"{args.data}: no sentences")
@@ -183,8 +185,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True) -> None:
-    parser.add_argument("--config", required=require_config, help="preset name (original, small, cpu, tiny) or JSON file")
-    parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs ('data/*.gz')")
+    parser.add_argument("--config", required=require_config, help="preset (original, small, cpu, tiny) or JSON file")
+    parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs")
     parser.add_argument("--vocab", required=True, help="vocabulary file from `elmo vocab` (<S>, </S>, <UNK> first)")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")
     parser.add_argument("--valid", help="held-out file for full-softmax perplexity during and after training")
@@ -221,7 +223,7 @@ def _add_training_commands(commands) -> None:
     train.set_defaults(func=cmd_train)
 
     finetune = commands.add_parser("finetune", help="continue LM training of a published/exported model on new text")
-    finetune.add_argument("--model", required=True, help="model directory (options.json + weights.hdf5 [+ softmax.hdf5])")
+    finetune.add_argument("--model", required=True, help="model directory (options.json + weights.hdf5, softmax.hdf5)")
     _add_train_args(finetune, require_config=False)
     finetune.set_defaults(func=cmd_finetune)
 

@@ -58,4 +58,5 @@ def _softmax_for(model_dir: Path, vocab: Vocabulary, dim: int) -> Softmax:
 
 
 def _short(result: dict[str, Any]) -> str:
-    return f"forward {result['forward']:.2f}, backward {result['backward']:.2f}, geometric mean {result['geometric_mean']:.2f}"
+    return (f"forward {result['forward']:.2f}, backward {result['backward']:.2f}, "
+            f"geometric mean {result['geometric_mean']:.2f}")

@@ -23,7 +23,8 @@ def plot_history(history: list[dict], path: str | Path, loss_label: str) -> Path
     left.set_ylabel("loss (nats)")
     left.set_title("training loss")
     left.legend()
-    for key, label in (("valid_forward", "forward"), ("valid_backward", "backward"), ("valid_geometric_mean", "geo. mean")):
+    curves = (("valid_forward", "forward"), ("valid_backward", "backward"), ("valid_geometric_mean", "geo. mean"))
+    for key, label in curves:
         right.plot([h["step"] for h in valid], [h[key] for h in valid], marker="o", label=label)
     right.set_xlabel("step")
     right.set_ylabel("perplexity (full softmax)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -57,7 +58,8 @@ def read_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise InputFileError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
+                    message = f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start})"
+                    raise InputFileError(message) from e
                 tokens = line.split()
                 if tokens:
                     yield number, tokens
@@ -68,7 +70,8 @@ def read_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
 
 
 def load_shard(path: Path) -> list[list[str]]:
-    return [tokens for _, tokens in read_sentences(path)]
+    """All sentences of a shard; each distinct word is stored once (``sys.intern``), which keeps big shards small."""
+    return [[sys.intern(t) for t in tokens] for _, tokens in read_sentences(path)]
 
 
 @dataclass
