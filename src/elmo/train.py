@@ -101,6 +101,10 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _check_vocab_size(self) -> None:
+        expected = self.spec.train.n_tokens_vocab
+        if expected is not None and expected != len(self.vocab):
+            raise ConfigError(f"{self.spec.vocab_path}: {len(self.vocab)} words, but the preset's n_tokens_vocab is "
+                              f"{expected}")
         if self.lm.softmax.vocab_size != len(self.vocab):
             raise ConfigError(
                 f"{self.spec.vocab_path}: {len(self.vocab)} words, but the model's softmax has "

@@ -51,7 +51,7 @@ class TrainConfig:
     log_every: int = 100
     eval_every: int = 0
     """Steps between held-out full-softmax perplexity evaluations (0: only at the end, when a file is given)."""
-    eval_rows: int = 8
+    eval_rows: int = 1
     """Parallel streams for the held-out evaluation during training (1 = one continuous stream)."""
 
     def __post_init__(self) -> None:
