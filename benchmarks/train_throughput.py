@@ -27,16 +27,21 @@ from elmo.train_presets import load_preset
 
 
 def random_batch(batch: int, steps: int, vocab_size: int, width: int, generator: torch.Generator) -> LMBatch:
-    """Zipf-like word ids; each word's characters are derived from its id (a stand-in for real text)."""
-    u = torch.rand(2, batch, steps, generator=generator, dtype=torch.float64)
+    """Zipf-like word ids; each word's characters are derived from its id (a stand-in for real text).
+
+    The backward rows hold the same words reversed, as in training (both directions read the same sentences).
+    """
+    u = torch.rand(batch, steps + 1, generator=generator, dtype=torch.float64)
     ids = (torch.exp(u * torch.log(torch.tensor(vocab_size + 1.0))) - 1).long().clamp(0, vocab_size - 1)
-    words, index = torch.unique(ids, return_inverse=True)
+    fwd_in, fwd_out = ids[:, :-1], ids[:, 1:]
+    bwd_in, bwd_out = ids.flip(1)[:, :-1], ids.flip(1)[:, 1:]
+    words, index = torch.unique(torch.stack([fwd_in, bwd_in]), return_inverse=True)
     chars = torch.full((words.numel(), width), 261, dtype=torch.long)  # PAD + 1
     chars[:, 0] = 259  # BOW + 1
     for k in range(6):  # six "letters" from the id's digits
         chars[:, 1 + k] = 98 + (words // 26**k) % 26
     chars[:, 7] = 260  # EOW + 1
-    return LMBatch(chars, index[0], index[1], ids[0], ids[1])
+    return LMBatch(chars, index[0], index[1], fwd_out.contiguous(), bwd_out.contiguous())
 
 
 def flops_per_token(lm) -> float:
