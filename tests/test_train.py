@@ -152,3 +152,11 @@ def test_user_errors_are_one_line(corpus, tmp_path, capsys):
     assert "matches no shard" in capsys.readouterr().err
     assert main(["train", "--config", "nosuchpreset", "--train", "x", "--vocab", "v", "--out", "o"]) == 1
     assert "no such preset" in capsys.readouterr().err
+
+
+def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
+    for name, flag in (("bf16", "--bf16"), ("full", "--full-softmax")):
+        assert main(["-q", *_args(corpus, tmp_path / name, "--max-steps", "2", "--log-every", "1", flag)]) == 0
+        history = json.loads((tmp_path / name / "history.json").read_text())
+        assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)
+    assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
