@@ -69,10 +69,13 @@ class LstmCellWithProjection(nn.Module):
         batch, time, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
         x_gates = self.input_linearity(inputs)  # (B, T, 4C): all time steps in one GEMM
+        # unbind, not x_gates[:, t]: the same values, but autograd stacks the T step gradients once instead of
+        # adding T full-size (B, T, 4C) tensors (quadratic in T during training).
+        x_steps = x_gates.unbind(1)  # T x (B, 4C)
         w_state = self.state_linearity.weight.t()  # (P, 4C)
         outputs = []
         for t in range(time):
-            gates = torch.addmm(x_gates[:, t], h, w_state)  # (B, 4C)
+            gates = torch.addmm(x_steps[t], h, w_state)  # (B, 4C)
             i, j, f, o = gates.chunk(4, dim=1)
             c_new = torch.sigmoid(f + self.forget_bias) * c + torch.sigmoid(i) * torch.tanh(j)
             if self.cell_clip is not None:

@@ -1,0 +1,182 @@
+"""Training throughput of our step (data packing excluded): forward, backward, clip and Adagrad update.
+
+    PYTHONPATH=src python benchmarks/train_throughput.py --config small --batch-size 32 --vocab-size 50000 [--reference]
+
+Batches are random words over a synthetic frequency-sorted vocabulary, so no corpus is needed. Prints tokens/s
+(B x T positions per step, each predicted in both directions, as the trainer's log counts them) and the fraction
+of the machine's measured float32 GEMM throughput that the step uses (model FLOPs per token x tokens/s / GEMM FLOP/s).
+
+``--reference`` also times AllenNLP's biLM modules (``_ElmoCharacterEncoder`` + ``ElmoLstm``, from
+``pip install --no-deps simple-elmo-pytorch==0.2``), built from the same weights, with gradients enabled, trained
+with the same softmax head, negatives and optimizer on the same batches; steps of the two alternate, so a busy
+machine slows both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+
+import torch
+
+from elmo.data.batching import LMBatch
+from elmo.lm_files import build_language_model
+from elmo.train_presets import load_preset
+
+
+def random_batch(batch: int, steps: int, vocab_size: int, width: int, generator: torch.Generator) -> LMBatch:
+    """Zipf-like word ids; each word's characters are derived from its id (a stand-in for real text).
+
+    The backward rows hold the same words reversed, as in training (both directions read the same sentences).
+    """
+    u = torch.rand(batch, steps + 1, generator=generator, dtype=torch.float64)
+    ids = (torch.exp(u * torch.log(torch.tensor(vocab_size + 1.0))) - 1).long().clamp(0, vocab_size - 1)
+    fwd_in, fwd_out = ids[:, :-1], ids[:, 1:]
+    bwd_in, bwd_out = ids.flip(1)[:, :-1], ids.flip(1)[:, 1:]
+    words, index = torch.unique(torch.stack([fwd_in, bwd_in]), return_inverse=True)
+    chars = torch.full((words.numel(), width), 261, dtype=torch.long)  # PAD + 1
+    chars[:, 0] = 259  # BOW + 1
+    for k in range(6):  # six "letters" from the id's digits
+        chars[:, 1 + k] = 98 + (words // 26**k) % 26
+    chars[:, 7] = 260  # EOW + 1
+    return LMBatch(chars, index[0], index[1], fwd_out.contiguous(), bwd_out.contiguous())
+
+
+def flops_per_token(lm) -> float:
+    """Training FLOPs per token position (both directions), from the dense layers' multiply-adds.
+
+    The char CNN is counted for every position (the trainer runs it once per distinct word, so this overstates it).
+    """
+    enc, total = lm.bilm.token_encoder, 0.0
+    width = enc.config.max_characters_per_token
+    for conv, (w, _) in zip(enc.convolutions, enc.config.filters):
+        total += conv.weight.numel() * (width - w + 1)
+    total += sum(p.numel() for n, p in enc.named_parameters() if "highway" in n or "projection" in n)
+    for stack in (lm.bilm.forward_lstm, lm.bilm.backward_lstm):
+        total += sum(p.numel() for p in stack.parameters() if p.dim() == 2)
+    softmax_rows = lm.sampler.num_sampled if lm.sampler is not None else lm.softmax.vocab_size
+    total += 2 * softmax_rows * lm.softmax.weight.shape[1]  # both directions
+    return 2 * 3 * total  # 2 FLOPs per multiply-add; training = forward + backward (about 2x forward)
+
+
+def gemm_flops(n: int = 1024, repeat: int = 10) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeat):
+        a @ b
+    return 2 * n**3 * repeat / (time.perf_counter() - start)
+
+
+class ReferenceStep:
+    """AllenNLP's biLM (the reference PyTorch implementation) under our loss head and optimizer."""
+
+    def __init__(self, lm, train) -> None:
+        import tempfile
+
+        from simple_elmo_pytorch.models.elmo import _ElmoCharacterEncoder
+        from simple_elmo_pytorch.models.elmo_lstm import ElmoLstm
+
+        from elmo.model_files import save_bilm
+
+        self.dir = tempfile.TemporaryDirectory()
+        save_bilm(lm.bilm, self.dir.name)
+        options, weights = f"{self.dir.name}/options.json", f"{self.dir.name}/weights.hdf5"
+        lstm = lm.bilm.config.lstm
+        self.encoder = _ElmoCharacterEncoder(options, weights, requires_grad=True)
+        self.lstm = ElmoLstm(lstm.projection_dim, lstm.projection_dim, lstm.dim, lstm.n_layers, requires_grad=True,
+                             memory_cell_clip_value=lstm.cell_clip, state_projection_clip_value=lstm.proj_clip)
+        self.lstm.load_weights(weights)
+        self.softmax = copy.deepcopy(lm.softmax)  # the same head (a copy): only the biLM differs
+        self.sampler = lm.sampler
+        self.dropout = torch.nn.Dropout(train.dropout)
+        params = [*self.encoder.parameters(), *self.lstm.parameters(), *self.softmax.parameters()]
+        self.params = [p for p in params if p.requires_grad]
+        self.optimizer = torch.optim.Adagrad(self.params, lr=0.2, initial_accumulator_value=1.0)
+        self.unroll_steps = train.unroll_steps
+
+    def step(self, batch: LMBatch, sample) -> None:
+        chars = batch.word_char_ids[batch.forward_index[:, 1:-1]]  # (B, T-2, W); the encoder adds <S> and </S>
+        self.optimizer.zero_grad()
+        encoded = self.encoder(chars)
+        top = self.lstm(encoded["token_embedding"], encoded["mask"])[-1]  # (B, T, 2P), state kept inside
+        dim = top.shape[-1] // 2
+        losses = []
+        for hidden, targets in ((top[..., :dim], batch.forward_targets), (top[..., dim:], batch.backward_targets)):
+            hidden = self.dropout(hidden).reshape(-1, dim)
+            targets = targets.reshape(-1)
+            if sample is None:
+                losses.append(self.softmax.full_loss(hidden, targets))
+            else:
+                ids, tries = sample
+                losses.append(self.softmax.sampled_loss(hidden, targets, ids, self.sampler.expected_count(ids, tries),
+                                                        self.sampler.expected_count(targets, tries)))
+        (0.5 * (losses[0] + losses[1]) * self.unroll_steps).backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 10.0)
+        self.optimizer.step()
+
+
+def measure(
+    config: str, batch_size: int, vocab_size: int, steps: int, bf16: bool, full_softmax: bool, reference: bool = False
+) -> dict:
+    overrides = {"batch_size": batch_size, "bf16": bf16, "sample_softmax": not full_softmax}
+    cfg, train = load_preset(config, overrides)
+    torch.manual_seed(0)
+    lm = build_language_model(cfg, train, vocab_size).train()
+    opt = torch.optim.Adagrad(lm.parameters(), lr=0.2, initial_accumulator_value=1.0)
+    generator = torch.Generator().manual_seed(0)
+    h, c = lm.bilm.zero_state(batch_size)
+    width = cfg.char_cnn.max_characters_per_token
+    ref = ReferenceStep(lm, train) if reference else None
+    times, ref_times = [], []
+    for step in range(steps + 2):
+        batch = random_batch(batch_size, train.unroll_steps, vocab_size, width, generator)
+        if ref is not None:
+            start = time.perf_counter()
+            ref.step(batch, lm.sampler.sample(generator) if lm.sampler is not None else None)
+            if step >= 2:
+                ref_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        sample = lm.sampler.sample(generator) if lm.sampler is not None else None
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = lm(batch.word_char_ids, batch.forward_index, batch.backward_index, batch.forward_targets,
+                     batch.backward_targets, (h, c), sample)
+            (out.loss * train.unroll_steps).backward()
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+        opt.step()
+        h, c = (s.detach() for s in out.state)
+        if step >= 2:  # warm-up steps excluded
+            times.append(time.perf_counter() - start)
+    tokens_per_s = batch_size * train.unroll_steps * len(times) / sum(times)
+    gemm = gemm_flops()
+    extra = {}
+    if ref_times:
+        ref_tokens_per_s = batch_size * train.unroll_steps * len(ref_times) / sum(ref_times)
+        extra = {"reference_tokens_per_s": round(ref_tokens_per_s, 1),
+                 "speedup_vs_reference": round(tokens_per_s / ref_tokens_per_s, 2)}
+    return {"config": config, "batch_size": batch_size, "unroll_steps": train.unroll_steps, "vocab_size": vocab_size,
+            "bf16": bf16, "softmax": "full" if full_softmax else f"sampled({train.n_negative_samples_batch})",
+            "threads": torch.get_num_threads(), "tokens_per_s": round(tokens_per_s, 1),
+            "gemm_gflops": round(gemm / 1e9, 1),
+            "gemm_fraction": round(flops_per_token(lm) * tokens_per_s / gemm, 3), **extra}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="small", help="preset name or JSON file")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--vocab-size", type=int, default=50000)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps (after 2 warm-up steps)")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--full-softmax", action="store_true")
+    parser.add_argument("--reference", action="store_true", help="also time AllenNLP's biLM (simple-elmo-pytorch)")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.config, args.batch_size, args.vocab_size, args.steps, args.bf16, args.full_softmax,
+                             args.reference)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Text shards: discovery by glob, line reading with clear errors, and a resumable shuffled sentence stream.
+
+A corpus is one or more shards (plain text or ``.gz``), one whitespace-tokenised sentence per line. Like the original
+``LMDataset``, training visits the shards in a shuffled order each epoch and shuffles the sentences of a shard after
+loading it. Every shuffle is a pure function of (seed, epoch[, shard]), so a :class:`SentencePosition` (epoch, shard
+cursor, line cursor) is enough to continue the stream exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import os
+import sys
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from elmo.errors import InputFileError
+
+
+def expand_shards(patterns: str | Sequence[str]) -> list[Path]:
+    """Sorted files matching one or more globs (a plain path is its own glob); an error names an empty pattern."""
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [str(patterns)]
+    shards: list[Path] = []
+    for pattern in patterns:
+        matched = sorted(glob.glob(os.path.expanduser(str(pattern))))
+        files = [Path(m) for m in matched if Path(m).is_file()]
+        if not files:
+            raise InputFileError(f"{pattern}: no such file (the pattern matches no shard)")
+        shards.extend(files)
+    return shards
+
+
+def _open_binary(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+    """Yield (line number, tokens) for every non-blank line of a shard, streaming.
+
+    Raises InputFileError naming the file (and line) for a missing file, a truncated or corrupt gzip, or a line
+    that is not UTF-8.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(f"{path}: no such file")
+    number = 0
+    try:
+        with _open_binary(path) as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    message = f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start})"
+                    raise InputFileError(message) from e
+                tokens = line.split()
+                if tokens:
+                    yield number, tokens
+    except EOFError as e:
+        raise InputFileError(f"{path}: truncated gzip file (ends inside line {number + 1})") from e
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise InputFileError(f"{path}: corrupt gzip data after line {number} ({e})") from e
+
+
+def load_shard(path: Path) -> list[list[str]]:
+    """All sentences of a shard; each distinct word is stored once (``sys.intern``), which keeps big shards small."""
+    return [[sys.intern(t) for t in tokens] for _, tokens in read_sentences(path)]
+
+
+@dataclass
+class SentencePosition:
+    """Where a :class:`SentenceStream` is: the next sentence is line ``line`` of shard ``shard`` of epoch ``epoch``
+    (both indices into that epoch's shuffled orders)."""
+
+    epoch: int = 0
+    shard: int = 0
+    line: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SentencePosition:
+        return cls(epoch=int(data["epoch"]), shard=int(data["shard"]), line=int(data["line"]))
+
+
+class SentenceStream:
+    """An endless stream of sentences over the shards, epoch after epoch (or one pass with ``loop=False``).
+
+    Args:
+        shards: the shard files.
+        seed: the shuffling seed; ``shuffle=False`` keeps file order (evaluation).
+        position: where to start (default: the beginning).
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[Path],
+        seed: int = 0,
+        shuffle: bool = True,
+        loop: bool = True,
+        position: SentencePosition | None = None,
+    ) -> None:
+        if not shards:
+            raise InputFileError("no training shards given")
+        self.shards = list(shards)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.loop = loop
+        self.position = position or SentencePosition()
+        self._loaded: tuple[int, int] | None = None  # (epoch, shard) of self._sentences
+        self._sentences: list[list[str]] = []
+
+    def _shard_order(self, epoch: int) -> list[int]:
+        order = list(range(len(self.shards)))
+        if self.shuffle:
+            np.random.default_rng([self.seed, epoch]).shuffle(order)
+        return order
+
+    def _load(self, epoch: int, shard: int) -> None:
+        path = self.shards[self._shard_order(epoch)[shard]]
+        sentences = load_shard(path)
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, epoch, shard]).permutation(len(sentences))
+            sentences = [sentences[i] for i in order]
+        self._sentences = sentences
+        self._loaded = (epoch, shard)
+
+    def next_sentence(self) -> list[str] | None:
+        """The next sentence, or None at the end of a single pass."""
+        empty_shards = 0
+        while True:
+            pos = self.position
+            if pos.shard >= len(self.shards):
+                if not self.loop:
+                    return None
+                self.position = SentencePosition(pos.epoch + 1, 0, 0)
+                continue
+            if self._loaded != (pos.epoch, pos.shard):
+                self._load(pos.epoch, pos.shard)
+            if pos.line < len(self._sentences):
+                pos.line += 1
+                return self._sentences[pos.line - 1]
+            empty_shards = empty_shards + 1 if not self._sentences else 0
+            if empty_shards > len(self.shards):
+                raise InputFileError(f"{self.shards[0]}: the shards contain no sentences (only blank lines)")
+            self.position = SentencePosition(pos.epoch, pos.shard + 1, 0)

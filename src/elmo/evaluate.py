@@ -1,0 +1,127 @@
+"""Held-out perplexity of a biLM language model with the full softmax (``elmo perplexity``).
+
+Like bilm-tf ``run_test.py`` and the standard PTB protocol, the file is read as a continuous stream: the LSTM state
+carries from sentence to sentence, and each line of n words gives n + 1 predictions per direction::
+
+    forward:   inputs <S> w1 ... wn      targets w1 ... wn </S>
+    backward:  inputs </S> wn ... w1     targets wn ... w1 <S>
+
+With ``rows`` > 1 the file is cut into that many contiguous pieces (at sentence boundaries) run side by side,
+each a continuous stream; ``rows=1`` is one stream over the whole file.
+
+Reported: the perplexity of each direction, their geometric mean exp((L_f + L_b) / 2) (what the original printed)
+and their arithmetic mean (what the paper's wording suggests), and the number of predictions per direction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo.modules.language_model import BiLMLanguageModel
+from elmo.vocab import Vocabulary
+
+
+@dataclass
+class PerplexityResult:
+    forward: float
+    backward: float
+    geometric_mean: float
+    arithmetic_mean: float
+    tokens: int
+    """Predictions per direction: words + one end of sentence per line."""
+    sentences: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def split_rows(sentences: Sequence[Sequence[str]], rows: int) -> list[list[Sequence[str]]]:
+    """Contiguous pieces of about equal token counts (never more pieces than sentences)."""
+    rows = max(1, min(rows, len(sentences)))
+    sizes = np.cumsum([len(s) + 1 for s in sentences])
+    total = sizes[-1] if len(sizes) else 0
+    pieces: list[list[Sequence[str]]] = [[] for _ in range(rows)]
+    for i, sentence in enumerate(sentences):
+        pieces[min(rows - 1, int((sizes[i] - 1) * rows // max(total, 1)))].append(sentence)
+    return [p for p in pieces if p]
+
+
+def _direction_stream(sentences: Sequence[Sequence[str]], backward: bool) -> tuple[list[str], list[str]]:
+    inputs: list[str] = []
+    targets: list[str] = []
+    for sentence in sentences:
+        tokens = [BOS_TOKEN, *sentence, EOS_TOKEN]
+        if backward:
+            tokens.reverse()
+        inputs.extend(tokens[:-1])
+        targets.extend(tokens[1:])
+    return inputs, targets
+
+
+@torch.no_grad()
+def perplexity(
+    lm: BiLMLanguageModel,
+    vocab: Vocabulary,
+    sentences: Sequence[Sequence[str]],
+    rows: int = 1,
+    unroll_steps: int = 20,
+    device: torch.device | str = "cpu",
+) -> PerplexityResult:
+    """Full-softmax perplexity of both directions over ``sentences`` (see the module docstring)."""
+    was_training = lm.training
+    lm.eval()
+    pieces = split_rows(sentences, rows)
+    words = sorted({w for s in sentences for w in s} | {BOS_TOKEN, EOS_TOKEN})
+    word_index = {w: i for i, w in enumerate(words)}
+    table = _encode_words(lm, words, device)  # (U, P)
+    losses, count = [], 0
+    for backward in (False, True):
+        streams = [_direction_stream(p, backward) for p in pieces]
+        inputs = [np.array([word_index[w] for w in s[0]], dtype=np.int64) for s in streams]
+        targets = [np.array([vocab.index(w) for w in s[1]], dtype=np.int64) for s in streams]
+        total, count = _stream_loss(lm, int(backward), table, inputs, targets, unroll_steps, device)
+        losses.append(total / max(count, 1))
+    lm.train(was_training)
+    fwd, bwd = math.exp(losses[0]), math.exp(losses[1])
+    return PerplexityResult(fwd, bwd, math.exp(0.5 * (losses[0] + losses[1])), 0.5 * (fwd + bwd), count, len(sentences))
+
+
+def _encode_words(lm: BiLMLanguageModel, words: list[str], device, chunk: int = 4096) -> torch.Tensor:
+    width = lm.bilm.token_encoder.config.max_characters_per_token
+    out = []
+    for start in range(0, len(words), chunk):
+        ids = np.stack([word_to_char_ids(w, width) for w in words[start : start + chunk]]) + 1  # (n, W)
+        out.append(lm.encode_words(torch.from_numpy(ids).to(device)))
+    return torch.cat(out)
+
+
+def _stream_loss(
+    lm: BiLMLanguageModel, direction: int, table: torch.Tensor, inputs: list[np.ndarray],
+    targets: list[np.ndarray], unroll_steps: int, device,
+) -> tuple[float, int]:
+    """Summed cross-entropy over R padded streams run side by side in windows of T, state carried."""
+    rows, longest = len(inputs), max(len(x) for x in inputs)
+    index = np.zeros((rows, longest), dtype=np.int64)
+    target = np.zeros((rows, longest), dtype=np.int64)
+    mask = np.zeros((rows, longest), dtype=bool)
+    for r, (x, y) in enumerate(zip(inputs, targets)):
+        index[r, : len(x)], target[r, : len(y)], mask[r, : len(x)] = x, y, True
+    index_t, target_t, mask_t = (torch.from_numpy(a).to(device) for a in (index, target, mask))
+    h, c = lm.bilm.zero_state(rows)
+    state = (h[direction], c[direction])
+    total, count = 0.0, 0
+    for start in range(0, longest, unroll_steps):
+        window = slice(start, start + unroll_steps)
+        m = mask_t[:, window]  # (R, t)
+        x = table[index_t[:, window]] * m.unsqueeze(-1).to(table.dtype)  # (R, t, P)
+        top, state = lm.direction_hidden(direction, x, state, None if bool(m.all()) else m)
+        loss = lm.softmax.full_loss(top[m], target_t[:, window][m], reduction="sum")
+        total += float(loss)
+        count += int(m.sum())
+    return total, count

@@ -1,0 +1,102 @@
+"""The biLM as a language model: what bilm-tf ``LanguageModel`` trains.
+
+    word char ids (U, W) --char CNN (shared)--> (U, P) --index--> forward inputs (B, T, P), backward inputs (B, T, P)
+    forward inputs  --forward LSTM stack-->  (B, T, P) --dropout--> shared softmax --> CE vs forward targets
+    backward inputs --backward LSTM stack--> (B, T, P) --dropout--> shared softmax --> CE vs backward targets
+    loss = (mean forward CE + mean backward CE) / 2
+
+The backward stack reads its own stream (sentences reversed, ``</S> w_n ... w_1 <S>``), left to right, with its
+own carried state, exactly as the original trainer feeds it. Dropout on every LSTM layer input lives in the stacks
+(``build_bilm(dropout=...)``); the dropout on the LSTM output before the softmax lives here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from elmo.modules.bilm import BiLM, BiLMState
+from elmo.modules.softmax import LogUniformSampler, Softmax
+
+
+@dataclass
+class LMOutput:
+    loss: torch.Tensor
+    """Scalar: the mean of the two directions' mean token losses (sampled-softmax loss when sampling)."""
+    forward_loss: torch.Tensor
+    backward_loss: torch.Tensor
+    state: BiLMState
+    """Final LSTM states (h (2, L, B, P), c (2, L, B, C)), still attached to the graph."""
+
+
+class BiLMLanguageModel(nn.Module):
+    """A :class:`BiLM` plus the shared softmax; ``num_sampled=None`` trains with the full softmax.
+
+    Args:
+        bilm: token encoder and the two stacks (char-CNN encoder).
+        softmax: the shared output layer over the frequency-sorted vocabulary.
+        output_dropout: dropout on the top LSTM output before the softmax (0.1 in the original).
+        num_sampled: negatives per batch for the sampled softmax (8192 in the original), or None.
+    """
+
+    def __init__(self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192):
+        super().__init__()
+        self.bilm = bilm
+        self.softmax = softmax
+        self.output_dropout = nn.Dropout(output_dropout)
+        self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
+
+    def encode_words(self, word_char_ids: torch.Tensor) -> torch.Tensor:
+        """(U, W) +1-shifted char ids -> (U, P) token vectors (the char CNN runs once per distinct word)."""
+        return self.bilm.token_encoder(word_char_ids.unsqueeze(0)).squeeze(0)
+
+    def direction_hidden(
+        self, direction: int, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Top-layer outputs of one direction (0 forward, 1 backward): (B, T, P) -> (B, T, P), final (h, c)."""
+        stack = self.bilm.forward_lstm if direction == 0 else self.bilm.backward_lstm
+        layers, final = stack(inputs, mask, state)
+        return layers[-1], final
+
+    def forward(
+        self,
+        word_char_ids: torch.Tensor,
+        forward_index: torch.Tensor,
+        backward_index: torch.Tensor,
+        forward_targets: torch.Tensor,
+        backward_targets: torch.Tensor,
+        state: BiLMState,
+        sample: tuple[torch.Tensor, int] | None = None,
+    ) -> LMOutput:
+        """One truncated-BPTT window of both directions.
+
+        Args:
+            word_char_ids: (U, W); forward_index, backward_index: (B, T) rows of it at each position.
+            forward_targets, backward_targets: (B, T) vocabulary ids.
+            state: (h (2, L, B, P), c (2, L, B, C)) carried from the previous window.
+            sample: the batch's negatives (ids (S,), number of draws) when training with the sampled softmax.
+        """
+        words = self.encode_words(word_char_ids)  # (U, P)
+        losses, hs, cs = [], [], []
+        for direction, (index, targets) in enumerate(
+            [(forward_index, forward_targets), (backward_index, backward_targets)]
+        ):
+            inputs = words[index]  # (B, T, P)
+            top, (h, c) = self.direction_hidden(direction, inputs, (state[0][direction], state[1][direction]))
+            hidden = self.output_dropout(top).reshape(-1, top.shape[-1])  # (B*T, P)
+            losses.append(self._loss(hidden, targets.reshape(-1), sample))
+            hs.append(h)
+            cs.append(c)
+        loss = 0.5 * (losses[0] + losses[1])
+        return LMOutput(loss, losses[0], losses[1], (torch.stack(hs), torch.stack(cs)))
+
+    def _loss(self, hidden: torch.Tensor, targets: torch.Tensor, sample: tuple[torch.Tensor, int] | None):
+        if sample is None or self.sampler is None:
+            return self.softmax.full_loss(hidden, targets)
+        sampled, tries = sample
+        expected = self.sampler.expected_count(sampled, tries)
+        target_expected = self.sampler.expected_count(targets, tries)
+        return self.softmax.sampled_loss(hidden, targets, sampled, expected, target_expected)

@@ -1,0 +1,121 @@
+"""Softmax output layers of the biLM language model: full softmax and sampled softmax.
+
+Both directions share one softmax (W (V, P), b (V)), as in bilm-tf. Training uses TF's ``sampled_softmax_loss``
+recipe: one set of S distinct negatives per batch from a log-uniform (Zipfian) sampler over the
+frequency-sorted vocabulary, every logit corrected by ``-log(expected count)``, and accidental hits (a negative
+that equals the row's target) removed. Evaluation always uses the full softmax.
+
+Log-uniform sampler over ids 0..V-1 (TF ``log_uniform_candidate_sampler``)::
+
+    P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)
+
+Sampling S unique ids takes ``tries`` draws with replacement; the expected count of id k among them is
+``1 - (1 - P(k)) ** tries``. When S >= V every id is taken, each with expected count 1, so the sampled loss is
+exactly the full softmax loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Softmax(nn.Module):
+    """The shared output layer: logits = h W^T + b. Initialised like the original (normal, std 1/sqrt(P))."""
+
+    def __init__(self, vocab_size: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(vocab_size, dim) / math.sqrt(dim))  # (V, P)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))  # (V,)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.weight.shape[0]
+
+    def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        """Cross-entropy over the whole vocabulary: hidden (N, P), targets (N,)."""
+        logits = F.linear(hidden, self.weight, self.bias)  # (N, V)
+        return F.cross_entropy(logits.float(), targets, reduction=reduction)
+
+    def sampled_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor, expected: torch.Tensor,
+        target_expected: torch.Tensor,
+    ) -> torch.Tensor:
+        """Mean sampled-softmax cross-entropy.
+
+        Args:
+            hidden: (N, P).
+            targets: (N,) true ids.
+            sampled: (S,) distinct negative ids; expected: (S,) their expected counts.
+            target_expected: (N,) the expected counts of the targets.
+        """
+        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
+        true_logits = true_logits.float() - target_expected.log()
+        sampled_logits = F.linear(hidden, self.weight[sampled], self.bias[sampled])  # (N, S)
+        sampled_logits = sampled_logits.float() - expected.log()
+        hits = targets.unsqueeze(1) == sampled.unsqueeze(0)  # (N, S) accidental hits
+        sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))
+        logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)  # (N, 1 + S)
+        return (torch.logsumexp(logits, dim=1) - true_logits).mean()
+
+
+class LogUniformSampler:
+    """Draws S distinct ids from the log-uniform distribution, with their expected counts (see module doc)."""
+
+    def __init__(self, vocab_size: int, num_sampled: int) -> None:
+        self.vocab_size = vocab_size
+        self.num_sampled = num_sampled
+        self._log_range = math.log(vocab_size + 1)
+
+    def probability(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = ids.double()
+        return (torch.log(ids + 2) - torch.log(ids + 1)) / self._log_range
+
+    def expected_count(self, ids: torch.Tensor, tries: int) -> torch.Tensor:
+        """1 - (1 - P(id)) ** tries, computed stably; exactly 1 when every id is sampled."""
+        if self.num_sampled >= self.vocab_size:
+            return torch.ones(ids.shape, dtype=torch.float32, device=ids.device)
+        p = self.probability(ids)
+        return (-torch.expm1(tries * torch.log1p(-p))).float()
+
+    def sample(self, generator: torch.Generator) -> tuple[torch.Tensor, int]:
+        """(S,) distinct ids in draw order and the number of draws it took (CPU tensors)."""
+        if self.num_sampled >= self.vocab_size:
+            return torch.arange(self.vocab_size), self.vocab_size
+        seen = torch.zeros(self.vocab_size, dtype=torch.bool)
+        chosen: list[torch.Tensor] = []
+        have, tries = 0, 0
+        while have < self.num_sampled:
+            draws = self._draw(2 * (self.num_sampled - have) + 16, generator)
+            first = _first_occurrences(draws) & ~seen[draws]
+            positions = first.nonzero().squeeze(1)
+            need = self.num_sampled - have
+            if positions.numel() >= need:
+                cut = int(positions[need - 1]) + 1  # draws needed to reach S distinct ids
+                draws, first = draws[:cut], first[:cut]
+            tries += draws.numel()
+            new = draws[first]
+            seen[new] = True
+            chosen.append(new)
+            have += new.numel()
+        return torch.cat(chosen), tries
+
+    def _draw(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """n ids with replacement by inverting the CDF: id = floor(exp(u log(V + 1))) - 1."""
+        u = torch.rand(n, generator=generator, dtype=torch.float64)
+        ids = torch.floor(torch.exp(u * self._log_range)).long() - 1
+        return ids.clamp_(0, self.vocab_size - 1)
+
+
+def _first_occurrences(x: torch.Tensor) -> torch.Tensor:
+    """(n,) bool: True where x[i] does not occur in x[:i]."""
+    order = torch.argsort(x, stable=True)
+    sorted_x = x[order]
+    is_first_sorted = torch.ones_like(sorted_x, dtype=torch.bool)
+    is_first_sorted[1:] = sorted_x[1:] != sorted_x[:-1]
+    out = torch.empty_like(is_first_sorted)
+    out[order] = is_first_sorted
+    return out

@@ -1,0 +1,39 @@
+"""The loss/perplexity curve written to the run directory at the end of training (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+
+def plot_history(history: list[dict], path: str | Path, loss_label: str) -> Path | None:
+    """Training loss by step (left) and held-out perplexity by step (right); None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    train = [h for h in history if "train_loss" in h]
+    valid = [h for h in history if "valid_forward" in h]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.plot([h["step"] for h in train], [h["train_loss"] for h in train], label=loss_label)
+    left.set_xlabel("step")
+    left.set_ylabel("loss (nats)")
+    left.set_title("training loss")
+    left.legend()
+    curves = (("valid_forward", "forward"), ("valid_backward", "backward"), ("valid_geometric_mean", "geo. mean"))
+    for key, label in curves:
+        right.plot([h["step"] for h in valid], [h[key] for h in valid], marker="o", label=label)
+    right.set_xlabel("step")
+    right.set_ylabel("perplexity (full softmax)")
+    right.set_title("held-out perplexity")
+    if valid and all(math.isfinite(h["valid_forward"]) for h in valid):
+        right.set_yscale("log")
+    right.legend()
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

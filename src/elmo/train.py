@@ -1,0 +1,346 @@
+"""Train a biLM language model the way bilm-tf ``train()`` does (``elmo train``, ``elmo finetune``).
+
+One optimizer step::
+
+    global rows = batch_size x grad_accum_steps x world_size, packed by one RowPacker (elmo.data.batching)
+    this process takes its slice; micro-batch k of it starts from its rows' carried LSTM states
+    loss = (fwd CE + bwd CE) / 2 with the sampled softmax (negatives shared by all processes and micro-batches)
+    backward on loss * unroll_steps / grad_accum_steps   (the original differentiates loss * unroll_steps)
+    clip the global gradient norm to all_clip_norm_val; Adagrad(lr, initial_accumulator_value)
+    keep the final LSTM states, detached, for the next window of the same rows
+
+Every process builds the same global batch and the same negatives, so the data position, sampler and step are
+identical everywhere and a run with N processes sees the same rows as one process with N x the rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from elmo import checkpoint as ckpt
+from elmo.config import BiLMConfig
+from elmo.data.batching import LMBatch, PackerState, RowPacker, windows_to_batch
+from elmo.data.corpus import SentenceStream, expand_shards, read_sentences
+from elmo.distributed import DistInfo, barrier, mean_across
+from elmo.errors import ConfigError
+from elmo.evaluate import PerplexityResult, perplexity
+from elmo.lm_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
+from elmo.model_files import load_checked_state, write_text_atomic
+from elmo.modules.language_model import BiLMLanguageModel
+from elmo.train_config import TrainConfig, merge_preset
+from elmo.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainSpec:
+    """What to train on and where to write (the CLI fills this; everything is importable)."""
+
+    config: BiLMConfig
+    train: TrainConfig
+    vocab_path: Path
+    train_patterns: list[str]
+    run_dir: Path
+    valid_path: Path | None = None
+    max_steps: int | None = None
+    resume: bool = False
+    device: str | None = None
+    progress: bool = True
+    initial_model: BiLMLanguageModel | None = None
+    """Start from these weights (fine-tuning) instead of a fresh initialisation."""
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    tokens: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Trainer:
+    """The training loop for one process; ``run()`` trains to the last step and returns the final state."""
+
+    def __init__(self, spec: TrainSpec, info: DistInfo, device: torch.device) -> None:
+        self.spec, self.info, self.device = spec, info, device
+        tc = spec.train
+        self.vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
+        self.shards = expand_shards(spec.train_patterns)
+        self.local_rows = tc.batch_size * tc.grad_accum_steps
+        self.global_rows = self.local_rows * info.world_size
+        torch.manual_seed(tc.seed)  # identical initial weights in every process
+        self.lm = spec.initial_model or build_language_model(spec.config, tc, len(self.vocab))
+        self._check_vocab_size()
+        self.lm.to(device).train()
+        self.optimizer = torch.optim.Adagrad(
+            self.lm.parameters(), lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value, eps=0.0
+        )
+        self.sampler_generator = torch.Generator().manual_seed(tc.seed)
+        torch.manual_seed(tc.seed + 1000 * info.rank + 1)  # dropout masks differ between processes
+        self.state = TrainState()
+        h, c = self.lm.bilm.zero_state(self.local_rows)
+        self.lstm_state = (h, c)
+        packer_state = self._restore() if spec.resume else None
+        stream = SentenceStream(self.shards, seed=tc.seed)
+        self.packer = RowPacker(stream, self.global_rows, tc.unroll_steps, packer_state)
+        self.model = DistributedDataParallel(self.lm) if info.enabled else self.lm
+        self.total_steps = spec.max_steps or self._steps_from_epochs()
+        self.writer = _tensorboard(spec.run_dir) if info.is_main else None
+
+    # ------------------------------------------------------------------ setup
+
+    def _check_vocab_size(self) -> None:
+        expected = self.spec.train.n_tokens_vocab
+        if expected is not None and expected != len(self.vocab):
+            raise ConfigError(f"{self.spec.vocab_path}: {len(self.vocab)} words, but the preset's n_tokens_vocab is "
+                              f"{expected}")
+        if self.lm.softmax.vocab_size != len(self.vocab):
+            raise ConfigError(
+                f"{self.spec.vocab_path}: {len(self.vocab)} words, but the model's softmax has "
+                f"{self.lm.softmax.vocab_size} rows"
+            )
+
+    def _steps_from_epochs(self) -> int:
+        tc = self.spec.train
+        tokens = tc.n_train_tokens or sum(len(t) + 1 for p in self.shards for _, t in read_sentences(p))
+        per_step = self.global_rows * tc.unroll_steps
+        steps = tc.n_epochs * (tokens // per_step)
+        if steps < 1:
+            raise ConfigError(f"the corpus ({tokens} tokens) is smaller than one batch ({per_step} tokens)")
+        return steps
+
+    def _restore(self) -> PackerState | None:
+        checkpoint = ckpt.latest_checkpoint(self.spec.run_dir)
+        if checkpoint is None:
+            log.info("--resume: no checkpoint in %s yet, starting from scratch", self.spec.run_dir)
+            return None
+        trainer = ckpt.read_trainer_state(checkpoint)
+        if trainer["world_size"] != self.info.world_size or trainer["global_rows"] != self.global_rows:
+            raise ConfigError(
+                f"{checkpoint}: saved with {trainer['world_size']} process(es) and {trainer['global_rows']} rows; "
+                f"resume with the same number of processes, batch_size and grad_accum_steps"
+            )
+        load_checked_state(self.lm, ckpt.read_model_state(checkpoint), checkpoint / "model.safetensors")
+        self.optimizer.load_state_dict(ckpt.read_torch_state(checkpoint / "optimizer.pt"))
+        mine = ckpt.read_torch_state(checkpoint / f"rank-{self.info.rank}.pt")
+        torch.set_rng_state(mine["torch_rng"])
+        if self.device.type == "cuda" and "cuda_rng" in mine:
+            torch.cuda.set_rng_state(mine["cuda_rng"], self.device)
+        self.sampler_generator.set_state(mine["sampler_rng"])
+        self.lstm_state = (mine["lstm_h"].to(self.device), mine["lstm_c"].to(self.device))
+        self.state = TrainState(trainer["step"], trainer["tokens"], trainer["history"])
+        log.info("resumed from %s (step %d)", checkpoint, self.state.step)
+        return PackerState.from_dict(trainer["data_position"])
+
+    # ------------------------------------------------------------------ one step
+
+    def next_batch(self) -> LMBatch:
+        forward, backward = self.packer.next_windows()  # endless stream: never None
+        lo = self.info.rank * self.local_rows
+        rows = slice(lo, lo + self.local_rows)
+        width = self.lm.bilm.token_encoder.config.max_characters_per_token
+        return windows_to_batch(forward[rows], backward[rows], self.vocab, width)
+
+    def train_step(self, batch: LMBatch) -> dict[str, float]:
+        """Forward/backward over the micro-batches, clip, update; the carried states move on to this window's end."""
+        tc = self.spec.train
+        sample = self.lm.sampler.sample(self.sampler_generator) if self.lm.sampler is not None else None
+        if sample is not None:
+            sample = (sample[0].to(self.device), sample[1])
+        self.optimizer.zero_grad(set_to_none=True)
+        words = batch.word_char_ids.to(self.device)
+        losses, new_h, new_c = [], [], []
+        for k in range(tc.grad_accum_steps):
+            rows = slice(k * tc.batch_size, (k + 1) * tc.batch_size)
+            micro = batch.rows(rows.start, rows.stop)
+            state = (self.lstm_state[0][:, :, rows], self.lstm_state[1][:, :, rows])
+            last = k == tc.grad_accum_steps - 1
+            sync = contextlib.nullcontext() if last or not self.info.enabled else self.model.no_sync()
+            with sync, torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tc.bf16):
+                out = self.model(
+                    words, micro.forward_index.to(self.device), micro.backward_index.to(self.device),
+                    micro.forward_targets.to(self.device), micro.backward_targets.to(self.device), state, sample,
+                )
+                (out.loss * tc.unroll_steps / tc.grad_accum_steps).backward()
+            losses.append(torch.stack([out.loss, out.forward_loss, out.backward_loss]).detach().float())
+            new_h.append(out.state[0].detach())
+            new_c.append(out.state[1].detach())
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.lm.parameters(), tc.all_clip_norm_val)
+        self.optimizer.step()
+        self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
+        stats = mean_across(self.info, torch.stack(losses).mean(0).cpu())
+        self.state.step += 1
+        self.state.tokens += self.global_rows * tc.unroll_steps
+        return {"loss": float(stats[0]), "forward": float(stats[1]), "backward": float(stats[2]),
+                "grad_norm": float(grad_norm)}
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> TrainState:
+        if self.info.is_main:
+            log.info(
+                "training %d steps of %d rows x %d tokens (%d process(es)), %s loss, from step %d",
+                self.total_steps, self.global_rows, self.spec.train.unroll_steps, self.info.world_size,
+                self.loss_name, self.state.step,
+            )
+        bar = _progress(self.total_steps, self.state.step, self.spec.progress and self.info.is_main)
+        window_start, window_tokens, window_losses = time.perf_counter(), 0, []
+        while self.state.step < self.total_steps:
+            stats = self.train_step(self.next_batch())
+            window_tokens += self.global_rows * self.spec.train.unroll_steps
+            window_losses.append(stats["loss"])
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{stats['loss']:.3f}")
+            step = self.state.step
+            if step % self.spec.train.log_every == 0 or step == self.total_steps:
+                elapsed = time.perf_counter() - window_start
+                self._log_train(stats, sum(window_losses) / len(window_losses), window_tokens / max(elapsed, 1e-9))
+                window_start, window_tokens, window_losses = time.perf_counter(), 0, []
+            if self.spec.train.eval_every and step % self.spec.train.eval_every == 0 and step < self.total_steps:
+                self.evaluate()
+            if step % self.spec.train.checkpoint_every == 0 or step == self.total_steps:
+                if step == self.total_steps and self.spec.valid_path is not None:
+                    self.evaluate()
+                self.save_checkpoint()
+        if bar is not None:
+            bar.close()
+        self._finish()
+        return self.state
+
+    @property
+    def loss_name(self) -> str:
+        return "sampled-softmax" if self.lm.sampler is not None else "full-softmax"
+
+    def _log_train(self, stats: dict[str, float], mean_loss: float, tokens_per_s: float) -> None:
+        if not self.info.is_main:
+            return
+        lr = self.optimizer.param_groups[0]["lr"]
+        step = self.state.step
+        log.info(
+            "step %d/%d | train loss (%s) %.4f (fwd %.4f, bwd %.4f) | exp(loss) %.1f | lr %g | grad norm %.2f | "
+            "%.0f tokens/s", step, self.total_steps, self.loss_name, mean_loss, stats["forward"], stats["backward"],
+            math.exp(min(mean_loss, 50.0)), lr, stats["grad_norm"], tokens_per_s,
+        )
+        entry = {"step": step, "train_loss": mean_loss, "tokens_per_s": tokens_per_s, "lr": lr,
+                 "grad_norm": stats["grad_norm"]}
+        self.state.history.append(entry)
+        if self.writer is not None:
+            self.writer.add_scalar(f"train/{self.loss_name}_loss", mean_loss, step)
+            self.writer.add_scalar("train/tokens_per_s", tokens_per_s, step)
+            self.writer.add_scalar("train/lr", lr, step)
+            self.writer.add_scalar("train/grad_norm", stats["grad_norm"], step)
+
+    def evaluate(self) -> PerplexityResult | None:
+        """Full-softmax perplexity on the held-out file (main process; the others wait)."""
+        result = None
+        if self.info.is_main and self.spec.valid_path is not None:
+            sentences = [t for _, t in read_sentences(self.spec.valid_path)]
+            result = perplexity(self.lm, self.vocab, sentences, rows=self.spec.train.eval_rows,
+                                unroll_steps=self.spec.train.unroll_steps, device=self.device)
+            step = self.state.step
+            log.info(
+                "step %d | held-out perplexity (full softmax) forward %.2f, backward %.2f, geometric mean %.2f "
+                "(%d tokens)", step, result.forward, result.backward, result.geometric_mean, result.tokens,
+            )
+            self.state.history.append({"step": step, "valid_forward": result.forward, "valid_backward":
+                                       result.backward, "valid_geometric_mean": result.geometric_mean})
+            if self.writer is not None:
+                for name in ("forward", "backward", "geometric_mean"):
+                    self.writer.add_scalar(f"valid/perplexity_{name}", getattr(result, name), step)
+        barrier(self.info)
+        return result
+
+    def save_checkpoint(self) -> Path | None:
+        step, run_dir = self.state.step, self.spec.run_dir
+        tmp = ckpt.temporary_dir(run_dir, step)
+        if self.info.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        barrier(self.info)
+        mine = {"torch_rng": torch.get_rng_state(), "sampler_rng": self.sampler_generator.get_state(),
+                "lstm_h": self.lstm_state[0].cpu(), "lstm_c": self.lstm_state[1].cpu()}
+        if self.device.type == "cuda":
+            mine["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        ckpt.write_rank_state(tmp, self.info.rank, mine)
+        barrier(self.info)
+        final = None
+        if self.info.is_main:
+            trainer = {"step": step, "tokens": self.state.tokens, "history": self.state.history,
+                       "world_size": self.info.world_size, "global_rows": self.global_rows,
+                       "data_position": self.packer.state().to_dict()}
+            ckpt.write_shared_state(tmp, self.lm.state_dict(), self.optimizer.state_dict(), trainer)
+            final = ckpt.publish(tmp, run_dir, step, self.spec.train.keep_checkpoints)
+            log.info("saved checkpoint %s", final)
+        barrier(self.info)
+        return final
+
+    def _finish(self) -> None:
+        if not self.info.is_main:
+            return
+        from elmo.plotting import plot_history
+
+        if self.writer is not None:
+            self.writer.close()
+        (self.spec.run_dir / "history.json").write_text(json.dumps(self.state.history, indent=1) + "\n")
+        plot = plot_history(self.state.history, self.spec.run_dir / "training_curve.png", f"{self.loss_name} loss")
+        if plot is not None:
+            log.info("wrote %s", plot)
+
+
+def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
+    """Write the preset and the vocabulary into the run directory (or check them when resuming)."""
+    run_dir = spec.run_dir
+    preset = merge_preset(spec.config, spec.train)
+    config_path = run_dir / RUN_CONFIG_FILE
+    if spec.resume and config_path.is_file():
+        saved = json.loads(config_path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(saved) | set(preset) if saved.get(k) != preset.get(k))
+        if changed:
+            raise ConfigError(f"{config_path}: the run was started with a different '{changed[0]}'; "
+                              "resume with the run's own config")
+    elif not spec.resume and ckpt.latest_checkpoint(run_dir) is not None:
+        raise ConfigError(f"{run_dir}: already holds checkpoints; pass --resume to continue, or use a new --out")
+    if info.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.remove_stale_temporaries(run_dir)
+        write_text_atomic(config_path, json.dumps(preset, indent=2) + "\n")
+        if Path(spec.vocab_path).resolve() != (run_dir / VOCAB_FILE).resolve():
+            shutil.copyfile(spec.vocab_path, run_dir / VOCAB_FILE)
+    barrier(info)
+
+
+def train(spec: TrainSpec, info: DistInfo | None = None, device: torch.device | None = None) -> TrainState:
+    """Train (or resume) a run; returns the final :class:`TrainState`."""
+    info = info or DistInfo()
+    device = device or torch.device("cpu")
+    prepare_run_dir(spec, info)
+    return Trainer(spec, info, device).run()
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+
+
+def _tensorboard(run_dir: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        log.warning("tensorboard is not installed: no TensorBoard scalars")
+        return None
+    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))

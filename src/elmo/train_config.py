@@ -1,0 +1,101 @@
+"""Training presets: one JSON file in the options.json shape, plus trainer keys.
+
+    {"lstm": {...}, "char_cnn": {...}, "bidirectional": true,          <- the architecture (options.json)
+     "batch_size": 128, "unroll_steps": 20, "n_negative_samples_batch": 8192, ...   <- original trainer keys
+     "seed": 0, "checkpoint_every": 1250, "keep_checkpoints": 2, ...}               <- our trainer keys
+
+Original keys keep their meaning: ``batch_size`` is rows per process (per GPU in bilm-tf), the gradient is taken of
+``loss * unroll_steps``, the optimizer is Adagrad(``learning_rate``, initial accumulator 1.0) with global-norm clip
+``all_clip_norm_val``. This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from elmo.config import TRAINING_KEYS, BiLMConfig
+from elmo.errors import ConfigError
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the architecture is the :class:`BiLMConfig` of the same file)."""
+
+    batch_size: int = 128
+    """Rows per process and micro-batch (each row is an independent stream)."""
+    unroll_steps: int = 20
+    """T, the truncated-BPTT window."""
+    n_negative_samples_batch: int = 8192
+    """Negatives shared by the whole batch in the sampled softmax."""
+    sample_softmax: bool = True
+    """False trains with the full softmax (fine for vocabularies of a few 10k words)."""
+    learning_rate: float = 0.2
+    initial_accumulator_value: float = 1.0
+    all_clip_norm_val: float = 10.0
+    dropout: float = 0.1
+    """On every LSTM layer input and on the LSTM output before the softmax."""
+    n_epochs: int = 10
+    n_train_tokens: int | None = None
+    """Corpus size, for the number of steps (n_epochs * n_train_tokens / tokens per step); counted when absent."""
+    n_tokens_vocab: int | None = None
+    share_embedding_softmax: bool = False
+    seed: int = 0
+    grad_accum_steps: int = 1
+    """Micro-batches per optimizer step (more rows per step without more memory)."""
+    bf16: bool = False
+    """bfloat16 autocast for the matrix products (pays on GPUs and CPUs with bf16 units)."""
+    checkpoint_every: int = 1250
+    keep_checkpoints: int = 2
+    log_every: int = 100
+    eval_every: int = 0
+    """Steps between held-out full-softmax perplexity evaluations (0: only at the end, when a file is given)."""
+    eval_rows: int = 1
+    """Parallel streams for the held-out evaluation during training (1 = one continuous stream)."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "unroll_steps", "n_negative_samples_batch", "n_epochs", "grad_accum_steps",
+                     "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"{name}: expected a positive integer, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout: expected a value in [0, 1), got {self.dropout}")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"learning_rate: expected > 0, got {self.learning_rate}")
+        if self.share_embedding_softmax:
+            raise ConfigError("share_embedding_softmax: true is not supported (the original models do not use it)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+_OPTIONS_KEYS = {"lstm", "char_cnn", "bidirectional"}
+
+
+def split_preset(data: dict[str, Any], source: str) -> tuple[BiLMConfig, TrainConfig]:
+    """A parsed preset -> (architecture, training config); unknown keys are errors naming the file."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a JSON object")
+    unknown = sorted(set(data) - _TRAIN_FIELDS - _OPTIONS_KEYS - TRAINING_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key '{unknown[0]}'")
+    options = {k: v for k, v in data.items() if k in _OPTIONS_KEYS or k in TRAINING_KEYS}
+    config = BiLMConfig.from_options(options, source=source)
+    if config.char_cnn is None:
+        raise ConfigError(f"{source}: training needs a 'char_cnn' block (token-input training is not supported)")
+    try:
+        train = TrainConfig(**{k: v for k, v in data.items() if k in _TRAIN_FIELDS})
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from e
+    except TypeError as e:
+        raise ConfigError(f"{source}: {e}") from e
+    return config, train
+
+
+def merge_preset(config: BiLMConfig, train: TrainConfig) -> dict[str, Any]:
+    """The inverse of :func:`split_preset`: one JSON object (written to the run directory)."""
+    data = config.to_options()
+    data.update(train.to_dict())
+    return data

@@ -1,0 +1,162 @@
+"""Training end to end on CPU: exact resume after kill -9, 2 processes vs 1, export -> load, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from elmo.char_encoding import batch_to_ids
+from elmo.checkpoint import latest_checkpoint
+from elmo.cli import main
+from elmo.data import count_words, vocabulary_from_counts
+from elmo.lm_files import load_language_model
+from elmo.model_files import load_bilm
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+WORDS = "the a cat dog sat ran on under mat tree big small , . and then it was".split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    for name, n in (("train.txt", 300), ("valid.txt", 20)):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) for _ in range(n)]
+        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    vocab = vocabulary_from_counts(count_words([root / "train.txt"]), max_size=15)  # some words are <UNK>
+    vocab.save(root / "vocab.txt")
+    return {"train": root / "train.txt", "valid": root / "valid.txt", "vocab": root / "vocab.txt"}
+
+
+def _args(corpus, out, *extra) -> list[str]:
+    return ["train", "--config", "tiny", "--train", str(corpus["train"]), "--vocab", str(corpus["vocab"]),
+            "--out", str(out), "--no-progress", *extra]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(latest_checkpoint(run_dir) / "model.safetensors")
+
+
+def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
+    steps = ["--max-steps", "60", "--checkpoint-every", "5", "--log-every", "20"]
+    full = tmp_path / "full"
+    subprocess.run([sys.executable, "-m", "elmo", "-q", *_args(corpus, full, *steps)], env=_env(), check=True)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "elmo", "-q", *_args(corpus, killed, *steps)], env=_env())
+    deadline = time.time() + 60
+    while not (killed / "checkpoints" / "step-00000010").exists() and time.time() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    interrupted_at = int(latest_checkpoint(killed).name.split("-")[1])
+    assert 10 <= interrupted_at < 60, "the run must be killed before it finishes"
+    subprocess.run([sys.executable, "-m", "elmo", "-q", *_args(corpus, killed, *steps, "--resume")], env=_env(),
+                   check=True)
+    a, b = _weights(full), _weights(killed)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+    history = json.loads((killed / "history.json").read_text())
+    assert [h["step"] for h in history] == [20, 40, 60]
+
+
+def test_two_processes_match_one_with_the_same_global_batch(corpus, tmp_path):
+    common = ["--max-steps", "6", "--dropout", "0", "--log-every", "1", "--checkpoint-every", "100"]
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                    str(29500 + os.getpid() % 1000), "-m", "elmo", "-q",
+                    *_args(corpus, tmp_path / "two", *common, "--batch-size", "2")], env=_env(), check=True)
+    subprocess.run([sys.executable, "-m", "elmo", "-q", *_args(corpus, tmp_path / "one", *common, "--batch-size", "4")],
+                   env=_env(), check=True)
+    two = json.loads((tmp_path / "two" / "history.json").read_text())
+    one = json.loads((tmp_path / "one" / "history.json").read_text())
+    assert len(one) == len(two) == 6
+    for x, y in zip(one, two):
+        assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-4, abs=1e-5)
+    a, b = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)
+
+
+def test_gradient_accumulation_matches_a_bigger_batch(corpus, tmp_path):
+    common = ["--max-steps", "4", "--dropout", "0", "--log-every", "1"]
+    assert main(["-q", *_args(corpus, tmp_path / "big", *common, "--batch-size", "4")]) == 0
+    assert main(["-q", *_args(corpus, tmp_path / "acc", *common, "--batch-size", "2", "--grad-accum", "2")]) == 0
+    a, b = _weights(tmp_path / "big"), _weights(tmp_path / "acc")
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)
+
+
+def test_export_loads_anywhere_and_reproduces_activations(corpus, tmp_path, capsys):
+    run, export = tmp_path / "run", tmp_path / "export"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "3", "--valid", str(corpus["valid"]))]) == 0
+    assert (run / "training_curve.png").is_file() and (run / "tensorboard").is_dir()
+    assert main(["-q", "export", str(run), str(export)]) == 0
+    options = json.loads((export / "options.json").read_text())
+    assert options["char_cnn"]["n_characters"] == 262
+    trained, _ = load_language_model(run)
+    loaded = load_bilm(export)
+    ids = batch_to_ids([["the", "cat", "sat"], ["a", "zebra"]], add_sentence_boundaries=True)
+    with torch.no_grad():
+        want, got = trained.bilm(ids), loaded(ids)
+    for x, y in zip(want.layers, got.layers):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-6)
+    # Perplexity of the run and of its export agree (the export carries the softmax).
+    results = []
+    for model in (run, export):
+        assert main(["perplexity", "--model", str(model), "--data", str(corpus["valid"]), "--vocab",
+                     str(corpus["vocab"]), "--json"]) == 0
+        results.append(json.loads(capsys.readouterr().out))
+    assert set(results[0]) == {"forward", "backward", "geometric_mean", "arithmetic_mean", "tokens"}
+    assert results[0]["forward"] == pytest.approx(results[1]["forward"], rel=1e-5)
+
+
+def test_finetune_reports_before_and_after(corpus, tmp_path):
+    from elmo.finetune import finetune
+    from elmo.train import TrainSpec
+    from elmo.train_presets import load_preset
+
+    run, export = tmp_path / "run", tmp_path / "export"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "2")]) == 0
+    assert main(["-q", "export", str(run), str(export)]) == 0
+    _, train = load_preset("tiny", {"log_every": 1})
+    spec = TrainSpec(None, train, corpus["vocab"], [str(corpus["train"])], tmp_path / "ft",
+                     valid_path=corpus["valid"], max_steps=3, progress=False)
+    result = finetune(spec, export)
+    assert result["before"]["tokens"] == result["after"]["tokens"] > 0
+    assert result["after"]["geometric_mean"] != result["before"]["geometric_mean"]
+    assert latest_checkpoint(tmp_path / "ft").name == "step-00000003"
+
+
+def test_user_errors_are_one_line(corpus, tmp_path, capsys):
+    assert main(_args(corpus, tmp_path / "r", "--max-steps", "1")) == 0
+    assert main(_args(corpus, tmp_path / "r", "--max-steps", "2")) == 1
+    assert "already holds checkpoints; pass --resume" in capsys.readouterr().err
+    assert main(_args(corpus, tmp_path / "r", "--max-steps", "2", "--resume", "--unroll-steps", "7")) == 1
+    assert "different 'unroll_steps'" in capsys.readouterr().err
+    bad = dict(corpus, train=tmp_path / "nope*.txt")
+    assert main(_args(bad, tmp_path / "r2", "--max-steps", "1")) == 1
+    assert "matches no shard" in capsys.readouterr().err
+    assert main(["train", "--config", "nosuchpreset", "--train", "x", "--vocab", "v", "--out", "o"]) == 1
+    assert "no such preset" in capsys.readouterr().err
+
+
+def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
+    for name, flag in (("bf16", "--bf16"), ("full", "--full-softmax")):
+        assert main(["-q", *_args(corpus, tmp_path / name, "--max-steps", "2", "--log-every", "1", flag)]) == 0
+        history = json.loads((tmp_path / name / "history.json").read_text())
+        assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)
+    assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
