@@ -188,7 +188,8 @@ def table_rows(config: str, label: str, results: dict) -> list[dict]:
         d = ours32.shape[1] // 3
         cos = np.concatenate([cosine(out[:, i * d:(i + 1) * d], ours32[:, i * d:(i + 1) * d]) for i in range(3)])
         rows.append({
-            "config": config, "case": label, "impl": name, "median_s": median, "tokens_per_s": result["tokens"] / median,
+            "config": config, "case": label, "impl": name, "median_s": median,
+            "tokens_per_s": result["tokens"] / median,
             "speedup": ref_median / median if ref_median else float("nan"), "peak_rss_mb": result["peak_rss_mb"],
             "cos_mean": cos.mean(), "cos_min": cos.min(), "max_abs_vs_ours_fp32": np.abs(out - ours32).max(),
         })
@@ -237,13 +238,40 @@ def memory_check(args: argparse.Namespace) -> None:
                "--progress", "off"]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         start = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True)
+        process = subprocess.Popen(cmd, env=env)
+        peak = _watch_memory(process, out.with_name(out.name + ".parts"), start, args.memory_check)
+        if process.wait() != 0:
+            raise SystemExit(f"elmo embed failed with exit status {process.returncode}")
         elapsed = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
         tokens = sum(len(lines[i % len(lines)].split()) for i in range(args.memory_check))
         print(f"memory check: {args.memory_check:,} sentences ({tokens:,} tokens), small config, --top float16 "
               f"{args.memory_precision}: peak RSS {peak:,.0f} MB, {elapsed:,.0f} s, "
               f"{args.memory_check / elapsed:,.0f} sentences/s, output {out.stat().st_size / 1e9:.2f} GB")
+
+
+def _watch_memory(process: subprocess.Popen, parts: Path, start: float, total: int, every: float = 60.0) -> float:
+    """Print the child's RSS and progress (finished chunks of 4096 lines) every ``every`` s; return the peak MB."""
+    peak, last = 0.0, 0.0
+    while process.poll() is None:
+        status = _proc_status(process.pid)
+        peak = max(peak, status.get("VmHWM", 0.0))
+        if time.perf_counter() - last >= every:
+            last = time.perf_counter()
+            done = min(total, 4096 * len(list(parts.glob("part-*.hdf5")))) if parts.is_dir() else total
+            print(f"  {last - start:7.0f} s: ~{done:,} sentences done, RSS {status.get('VmRSS', 0):,.0f} MB, "
+                  f"peak {peak:,.0f} MB", flush=True)
+        time.sleep(1.0)
+    return peak
+
+
+def _proc_status(pid: int) -> dict[str, float]:
+    """VmRSS / VmHWM of a live process, in MB (empty once it has exited)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return {line.split(":")[0]: float(line.split()[1]) / 1024 for line in text.splitlines() if line.startswith("Vm")}
 
 
 def main() -> None:

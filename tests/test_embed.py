@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 import pytest
 import torch
-
 from conftest import random_bilm
+
 from elmo.cli import main as cli_main
 from elmo.embed import Embedder
 from elmo.embedding.batching import token_budget_batches
@@ -104,7 +104,7 @@ def test_bad_utf8_names_the_line(tmp_path, model_dir, capsys):
     assert cli_main(["embed", str(text), str(out), "--top", "--model", str(model_dir)]) == 1
     err = capsys.readouterr().err.strip()
     assert "line 2: not valid UTF-8" in err and "--errors replace" in err and "\n" not in err
-    assert not out.exists()
+    assert not out.exists() and not out.with_name(out.name + ".parts").exists()
     argv = ["embed", str(text), str(out), "--top", "--model", str(model_dir), "--errors", "replace"]
     assert cli_main(argv) == 0
     assert _read_all(out)["1"].shape == (3, 16)

@@ -10,8 +10,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-
 from conftest import random_bilm
+
 from elmo.cli import main as cli_main
 from elmo.model_files import save_bilm
 from elmo.published_models import ModelDownloadError, fetch_model

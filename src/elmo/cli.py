@@ -132,14 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     embed.add_argument("--use-sentence-keys", action="store_true", help="key datasets by sentence, not line index")
     embed.add_argument("--forget-sentences", action="store_true", help="do not write the sentence_to_index dataset")
-    embed.add_argument("--device", default=None, help="torch device (default: cuda[:LOCAL_RANK] if available, else cpu)")
+    embed.add_argument(
+        "--device", default=None, help="torch device (default: cuda[:LOCAL_RANK] if available, else cpu)"
+    )
     speed = embed.add_argument_group("speed and scale")
     speed.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                        help="fp32 (exact) or bf16 weights (fast on AVX512-BF16/AMX CPUs and GPUs; cosine > 0.999)")
     speed.add_argument("--max-tokens-per-batch", type=int, default=4096,
-                       help="stateless runs: most padded tokens per batch; sentences are sorted by length (default 4096)")
+                       help="stateless runs: most padded tokens per batch, sentences sorted by length (default 4096)")
     speed.add_argument("--chunk-size", type=int, default=4096,
-                       help="lines read, sorted and saved together; the unit of --resume and of torchrun ranks (default 4096)")
+                       help="lines read, sorted and saved together: the unit of --resume and of ranks (default 4096)")
     speed.add_argument("--vocab-cache", type=int, default=0, metavar="N",
                        help="keep the token-layer vectors of up to N words across batches (default 0: off)")
     speed.add_argument("--resume", action="store_true",

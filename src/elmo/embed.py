@@ -136,19 +136,27 @@ class Embedder:
             yield from self._embed_chunk(chunk, progress)
 
     def _embed_chunk(self, sentences: list[list[str]], progress: Progress | None) -> list[np.ndarray]:
+        """Embeddings of ``sentences`` in their order."""
+        results: list[np.ndarray | None] = [None] * len(sentences)
+        for i, layers in self._embed_unordered(sentences, progress):
+            results[i] = layers
+        return results  # type: ignore[return-value]
+
+    def _embed_unordered(
+        self, sentences: list[list[str]], progress: Progress | None
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run."""
         lengths = [len(s) for s in sentences]
         if self.stateful:
             batches = ordered_batches(lengths, self.batch_size)
         else:
             batches = token_budget_batches(lengths, self.max_tokens_per_batch, self.batch_size)
-        empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
-        results: list[np.ndarray] = [empty] * len(sentences)
+            empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
+            yield from ((i, empty) for i, n in enumerate(lengths) if n == 0)
         for batch in batches:
-            for i, layers in zip(batch, self.embed_batch([sentences[i] for i in batch])):
-                results[i] = layers
+            yield from zip(batch, self.embed_batch([sentences[i] for i in batch]))
             if progress is not None:
                 progress(len(batch), sum(lengths[i] for i in batch))
-        return results
 
     def embed_file(
         self,
@@ -180,7 +188,8 @@ class Embedder:
         if self.stateful and (resume or ranks.world_size > 1):
             raise ElmoError("--stateful runs carry state through the whole file: they cannot --resume or use torchrun")
         input_path, output_path = Path(input_path), Path(output_path)
-        lines = read_lines(input_path, errors)  # opens the file now: a missing input fails before any work
+        if not input_path.is_file():
+            raise InputFileError(f"{input_path}: no such input file")
         output_path.parent.mkdir(parents=True, exist_ok=True)
         parts = Parts(output_path, self._manifest(input_path, output_layers, output_dtype, use_sentence_keys, errors))
         if ranks.is_main:
@@ -188,14 +197,20 @@ class Embedder:
         ranks.barrier()
         seen_keys: set[str] = set()
         n_lines = n_chunks = 0
-        while chunk := list(islice(lines, self._chunk_size)):
-            keys = [self._key(line, use_sentence_keys, seen_keys, input_path) for line in chunk]
-            if ranks.owns(n_chunks) and not parts.done(n_chunks):
-                arrays = self._embed_chunk([line.tokens for line in chunk], progress)
-                arrays = [_select(a, output_layers).astype(output_dtype, copy=False) for a in arrays]
-                parts.write(n_chunks, keys, [" ".join(line.tokens) for line in chunk], arrays)
-            n_lines += len(chunk)
-            n_chunks += 1
+        lines = read_lines(input_path, errors)
+        try:
+            while chunk := list(islice(lines, self._chunk_size)):
+                keys = [self._key(line, use_sentence_keys, seen_keys, input_path) for line in chunk]
+                if ranks.owns(n_chunks) and not parts.done(n_chunks):
+                    with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
+                        for i, layers in self._embed_unordered([line.tokens for line in chunk], progress):
+                            part.create_dataset(keys[i], data=_select(layers, output_layers).astype(output_dtype))
+                n_lines += len(chunk)
+                n_chunks += 1
+        except InputFileError:
+            if ranks.is_main:
+                parts.discard()  # the input must change, so these parts could never be resumed
+            raise
         ranks.barrier()
         if ranks.is_main:
             parts.merge(n_chunks, forget_sentences)

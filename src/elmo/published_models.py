@@ -51,12 +51,16 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, dict]:
 
 
 def fetch_model(
-    name: str, home: str | os.PathLike | None = None, registry: dict[str, dict] | None = None, offline: bool | None = None
+    name: str,
+    home: str | os.PathLike | None = None,
+    registry: dict[str, dict] | None = None,
+    offline: bool | None = None,
 ) -> Path:
     """The cache directory of published model ``name``, downloading what is missing; every file is verified."""
     registry = read_registry() if registry is None else registry
     if name not in registry:
-        raise ModelDownloadError(f"--model {name}: not a directory nor a published model ({', '.join(sorted(registry))})")
+        known = ", ".join(sorted(registry))
+        raise ModelDownloadError(f"--model {name}: neither a model directory nor a published model ({known})")
     offline = os.environ.get("ELMO_OFFLINE", "") not in ("", "0") if offline is None else offline
     directory = Path(home or elmo_home()) / "models" / name
     files = registry[name]["files"]
@@ -129,7 +133,10 @@ def _record_checksum(path: Path, sha256: str) -> None:
 
 def _how_to_get(name: str, directory: Path, files: dict, reason: str) -> str:
     urls = " and ".join(f"{source['url']} as {directory / filename}" for filename, source in files.items())
-    return f"model '{name}' is not in the cache and cannot be downloaded ({reason}); download {urls}, or pass a model directory"
+    return (
+        f"model '{name}' is not in the cache and cannot be downloaded ({reason}); "
+        f"download {urls}, or pass a model directory"
+    )
 
 
 def resolve_model(model: str) -> Path:

@@ -18,7 +18,8 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
@@ -54,7 +55,8 @@ class Parts:
         """Create the directory (one process only); with ``resume`` keep its parts if the settings match."""
         if self.directory.exists() and resume:
             self._check_manifest()
-            log.info("resuming: %d finished chunks in %s", len(list(self.directory.glob("part-*.hdf5"))), self.directory)
+            finished = len(list(self.directory.glob("part-*.hdf5")))
+            log.info("resuming: %d finished chunks in %s", finished, self.directory)
             return
         if self.directory.exists():
             log.warning("removing the parts of an earlier, unfinished run in %s (use --resume to continue it)",
@@ -83,21 +85,33 @@ class Parts:
     def done(self, chunk: int) -> bool:
         return self.path(chunk).is_file()
 
-    def write(self, chunk: int, keys: Sequence[str], sentences: Sequence[str], arrays: Sequence[np.ndarray]) -> None:
-        """Write one chunk's datasets atomically (temp name, then rename)."""
+    @contextmanager
+    def writing(self, chunk: int, keys: Sequence[str], sentences: Sequence[str]) -> Iterator[h5py.File]:
+        """An open part file to add the chunk's datasets to, as they are computed (memory: one batch).
+
+        The part gets its final name only when the block finishes without an error.
+        """
         tmp = self.path(chunk).with_suffix(".tmp")
-        with h5py.File(tmp, "w") as f:
-            for key, array in zip(keys, arrays):
-                f.create_dataset(key, data=array)
-            f.create_dataset(KEYS, data=np.array(keys, dtype=object), dtype=h5py.string_dtype())
-            f.create_dataset(SENTENCES, data=np.array(sentences, dtype=object), dtype=h5py.string_dtype())
-        os.replace(tmp, self.path(chunk))
+        try:
+            with h5py.File(tmp, "w") as f:
+                yield f
+                f.create_dataset(KEYS, data=np.array(keys, dtype=object), dtype=h5py.string_dtype())
+                f.create_dataset(SENTENCES, data=np.array(sentences, dtype=object), dtype=h5py.string_dtype())
+            os.replace(tmp, self.path(chunk))
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Remove the directory: for runs that cannot be resumed (e.g. the input has an error)."""
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def merge(self, n_chunks: int, forget_sentences: bool) -> None:
         """Copy parts 0 .. n_chunks-1 in order into the output (atomically), then remove the directory."""
         missing = [c for c in range(n_chunks) if not self.done(c)]
         if missing:
-            raise ElmoError(f"{self.directory}: chunk {missing[0]} is missing ({len(missing)} in all); rerun with --resume")
+            raise ElmoError(
+                f"{self.directory}: chunk {missing[0]} is missing ({len(missing)} in all); rerun with --resume"
+            )
         tmp = self.output.with_name(f".{self.output.name}.tmp")
         sentence_to_index: dict[str, str] = {}
         try:

@@ -46,7 +46,8 @@ class TokenVectors:
         hits = [(i, self._rows[w]) for i, w in enumerate(words) if w in self._rows]
         out = fresh.new_empty(len(words), fresh.shape[1])  # (U, P)
         device = fresh.device
-        out[torch.tensor([i for i, _ in hits], device=device)] = self._table[torch.tensor([r for _, r in hits], device=device)]
+        hit_positions = torch.tensor([i for i, _ in hits], device=device)
+        out[hit_positions] = self._table[torch.tensor([r for _, r in hits], device=device)]
         if missing:
             out[torch.tensor([i for i, w in enumerate(words) if w not in self._rows], device=device)] = fresh
         self._remember(missing, fresh)

@@ -146,7 +146,7 @@ class LstmCellWithProjection(nn.Module):
     def _cell_update(self, gates: torch.Tensor, c: torch.Tensor) -> None:
         """In place: gates (n, 4C) become [sigmoid(i), tanh(j), sigmoid(f+1), sigmoid(o)]; c (n, C) the new cells."""
         cells = self.cell_dim
-        i, j, f, o = gates[:, :cells], gates[:, cells : 2 * cells], gates[:, 2 * cells : 3 * cells], gates[:, 3 * cells :]
+        i, j, f, o = gates.split(cells, dim=1)  # views, TF order
         i.sigmoid_()
         j.tanh_()
         f.sigmoid_()
