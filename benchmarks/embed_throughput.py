@@ -128,7 +128,8 @@ def run_worker(args: argparse.Namespace) -> None:
         result = worker_reference(model, sentences, spec["repeats"], save)
     else:
         result = worker_ours(model, sentences, spec["repeats"], save, spec["precision"], spec.get("vocab_cache", 0))
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: the latter keeps the driver's peak across fork + exec.
+    result["peak_rss_mb"] = _proc_status(os.getpid())["VmHWM"]
     result["tokens"] = sum(len(s) for s in sentences)
     print("RESULT " + json.dumps(result))
 

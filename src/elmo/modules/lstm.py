@@ -128,6 +128,7 @@ class LstmCellWithProjection(nn.Module):
                 h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P): rows alive now were alive at t - 1
                 with threads.gemm(n * w_state.numel()):
                     gates = torch.addmm(x_gates[t, :n], h_prev, w_state)  # (n, 4C)
+                gates = gates.float()  # one cast per step (bf16), instead of one per mixed-dtype op
                 self._cell_update(gates, c[:n])
                 hidden = torch.tanh(c[:n]).mul_(gates[:, 3 * cells :])  # (n, C)
                 if self.projection is None:
