@@ -84,12 +84,12 @@ class Embedder:
         self._stateful = StatefulBiLM(self.model) if self.stateful else None
         self._token_vectors = TokenVectors(self.model.token_encoder, self.vocab_cache)
 
-    @property
-    def _chunk_size(self) -> int:
+    def _chunk_size(self, batch_size: int | None = None) -> int:
         """Stateful runs need whole batches per chunk, so that batch i is the same as without chunks."""
         if not self.stateful:
             return self.chunk_size
-        return -(-self.chunk_size // self.batch_size) * self.batch_size
+        batch_size = batch_size or self.batch_size
+        return -(-self.chunk_size // batch_size) * batch_size
 
     @property
     def num_layers(self) -> int:
@@ -129,28 +129,30 @@ class Embedder:
         """One tokenised sentence -> (L + 1, n_tokens, 2P)."""
         return next(self.embed_sentences([list(sentence)]))
 
-    def embed_sentences(self, sentences: Iterable[list[str]], progress: Progress | None = None) -> Iterator[np.ndarray]:
-        """Lazily embed many sentences (a generator); results come in input order."""
-        iterator = iter(sentences)
-        while chunk := [list(s) for s in islice(iterator, self._chunk_size)]:
-            yield from self._embed_chunk(chunk, progress)
+    def embed_sentences(
+        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
+    ) -> Iterator[np.ndarray]:
+        """Lazily embed many sentences (a generator); results come in input order.
 
-    def _embed_chunk(self, sentences: list[list[str]], progress: Progress | None) -> list[np.ndarray]:
-        """Embeddings of ``sentences`` in their order."""
-        results: list[np.ndarray | None] = [None] * len(sentences)
-        for i, layers in self._embed_unordered(sentences, progress):
-            results[i] = layers
-        return results  # type: ignore[return-value]
+        ``batch_size`` overrides the embedder's for this call. Memory: one chunk of results at a time.
+        """
+        iterator = iter(sentences)
+        while chunk := [list(s) for s in islice(iterator, self._chunk_size(batch_size))]:
+            results: list[np.ndarray | None] = [None] * len(chunk)
+            for i, layers in self._embed_unordered(chunk, progress, batch_size):
+                results[i] = layers
+            yield from results  # type: ignore[misc]
 
     def _embed_unordered(
-        self, sentences: list[list[str]], progress: Progress | None
+        self, sentences: list[list[str]], progress: Progress | None, batch_size: int | None = None
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run."""
         lengths = [len(s) for s in sentences]
+        batch_size = batch_size or self.batch_size
         if self.stateful:
-            batches = ordered_batches(lengths, self.batch_size)
+            batches = ordered_batches(lengths, batch_size)
         else:
-            batches = token_budget_batches(lengths, self.max_tokens_per_batch, self.batch_size)
+            batches = token_budget_batches(lengths, self.max_tokens_per_batch, batch_size)
             empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
             yield from ((i, empty) for i, n in enumerate(lengths) if n == 0)
         for batch in batches:
@@ -199,7 +201,7 @@ class Embedder:
         n_lines = n_chunks = 0
         lines = read_lines(input_path, errors)
         try:
-            while chunk := list(islice(lines, self._chunk_size)):
+            while chunk := list(islice(lines, self._chunk_size())):
                 keys = [self._key(line, use_sentence_keys, seen_keys, input_path) for line in chunk]
                 if ranks.owns(n_chunks) and not parts.done(n_chunks):
                     with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
