@@ -186,3 +186,18 @@ def test_torchrun_two_processes_equal_one(tmp_path, model_dir):
     assert got.keys() == want.keys()
     for key in want:
         np.testing.assert_array_equal(got[key], want[key])
+
+
+def test_stateful_chunks_keep_whole_batches(tmp_path, fixture_dir, fixture_sentences, fixture_expected):
+    """Stateful parity with the original survives chunking: chunks are rounded up to whole batches."""
+    lines = [" ".join(fixture_sentences[k][i]) for i in range(10) for k in range(3)]
+    text = tmp_path / "sentences.txt"
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    argv = ["embed", str(text), str(out), "--top", "--stateful", "--batch-size", "3", "--chunk-size", "4"]
+    argv += ["--options-file", str(fixture_dir / "options.json"), "--weight-file", str(fixture_dir / "lm_weights.hdf5")]
+    assert cli_main(argv) == 0
+    with h5py.File(out, "r") as f:
+        for i in range(10):
+            for k in range(3):
+                np.testing.assert_allclose(f[str(3 * i + k)][...], fixture_expected[k][i], atol=1e-6, rtol=0)
