@@ -39,6 +39,7 @@ from elmo.errors import ElmoError, InputFileError
 from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.sequence import remove_sentence_boundaries
+from elmo.modules.threads import small_ops_on_one_thread
 
 OUTPUT_LAYERS = ("all", "top", "average")
 OUTPUT_DTYPES = ("float32", "float16")
@@ -104,11 +105,12 @@ class Embedder:
         """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
         if not sentences:
             return []
-        tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
-        run = self._stateful.contextualize if self._stateful is not None else self.model.contextualize
-        out = run(tokens, mask)
-        layers = torch.stack([remove_sentence_boundaries(x, out.mask)[0] for x in out.layers], dim=1)  # (B, L+1, T, 2P)
-        layers = layers.float().cpu().numpy()
+        with small_ops_on_one_thread(self.device):
+            tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
+            run = self._stateful.contextualize if self._stateful is not None else self.model.contextualize
+            out = run(tokens, mask)
+            layers = [remove_sentence_boundaries(x, out.mask)[0] for x in out.layers]
+            layers = torch.stack(layers, dim=1).float().cpu().numpy()  # (B, L+1, T, 2P)
         return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
 
     def _token_layer(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,6 +19,7 @@ from torch import nn
 
 from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
 from elmo.modules.highway import Highway
+from elmo.modules.threads import gemm_threads
 
 TOKENS_PER_CHUNK = 128
 """Tokens per conv GEMM: bounds the (chunk, W, F) activation (~50 MB for the 2048-filter CNN in float32)."""
@@ -64,7 +65,8 @@ class CharCNNEncoder(nn.Module):
         if self.highway is not None:
             x = self.highway(x)
         if self.projection is not None:
-            x = self.projection(x)  # (N, P)
+            with gemm_threads(x.shape[0] * self.projection.weight.numel()):
+                x = self.projection(x)  # (N, P)
         return x
 
     @staticmethod
@@ -74,7 +76,8 @@ class CharCNNEncoder(nn.Module):
         k = kernel.shape[0] // dim
         padded = nn.functional.pad(x, (0, 0, 0, k - 1))  # (n, W + K - 1, E)
         windows = padded.unfold(1, k, 1)  # (n, W, E, K): position p sees characters p .. p + K - 1
-        responses = torch.matmul(windows.reshape(n * width, dim * k), kernel).view(n, width, -1)  # (n, W, F)
+        with gemm_threads(n * width * kernel.numel()):
+            responses = torch.matmul(windows.reshape(n * width, dim * k), kernel).view(n, width, -1)  # (n, W, F)
         responses.masked_fill_(invalid, float("-inf"))
         return responses.amax(dim=1)
 

@@ -19,11 +19,10 @@ cells stay float32 even when the weights are bfloat16, so long sentences do not 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 from torch import nn
+
+from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
@@ -115,18 +114,19 @@ class LstmCellWithProjection(nn.Module):
         h0, c0 = state if state is not None else self.zero_state(batch, inputs)
         h0, c = h0[order].to(dtype), c0[order].float()  # (B, P), (B, C); c is ours to update in place
         sorted_inputs = inputs[order].transpose(0, 1).to(dtype)  # (T, B, in)
-        x_gates = self.input_linearity(sorted_inputs)  # (T, B, 4C), contiguous per step
+        with gemm_threads(time * batch * self.input_linearity.weight.numel()):
+            x_gates = self.input_linearity(sorted_inputs)  # (T, B, 4C), contiguous per step
         cells = self.cell_dim
         x_gates[..., 2 * cells : 3 * cells] += self.forget_bias  # TF's constant forget offset, once
         w_state = self.state_linearity.weight.t()  # (P, 4C)
         out = inputs.new_zeros(time, batch, self.output_dim, dtype=dtype)  # (T, B, P)
-        with _StepThreads(inputs.device) as threads:
+        with small_ops_on_one_thread(inputs.device):
             for t in range(time):
                 n = running[t]
                 if n == 0:
                     break
                 h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P): rows alive now were alive at t - 1
-                with threads.gemm(n * w_state.numel()):
+                with gemm_threads(n * w_state.numel()):
                     gates = torch.addmm(x_gates[t, :n], h_prev, w_state)  # (n, 4C)
                 gates = gates.float()  # one cast per step (bf16), instead of one per mixed-dtype op
                 self._cell_update(gates, c[:n])
@@ -134,7 +134,7 @@ class LstmCellWithProjection(nn.Module):
                 if self.projection is None:
                     out[t, :n] = hidden
                     continue
-                with threads.gemm(n * self.projection.weight.numel()):
+                with gemm_threads(n * self.projection.weight.numel()):
                     torch.mm(hidden.to(dtype), self.projection.weight.t(), out=out[t, :n])  # (n, P)
                 if self.proj_clip is not None:
                     out[t, :n].clamp_(-self.proj_clip, self.proj_clip)
@@ -164,43 +164,6 @@ class LstmCellWithProjection(nn.Module):
             return h0
         last = out[(lengths - 1).clamp(min=0), torch.arange(batch, device=out.device)]  # (B, P)
         return torch.where((lengths > 0).unsqueeze(1), last, h0)
-
-
-class _StepThreads:
-    """On CPU, run a time step's elementwise ops and small GEMMs on one thread, and only big GEMMs on all.
-
-    A step's gate math is a few small ops on a (B, 4C) tensor; split over threads, each op pays a fork/join
-    barrier, and on a busy machine a barrier waits for a descheduled thread: measured 34 ms vs 1.1 ms for the
-    gate math of one step (B=64, C=1024, 2 cores, other jobs running). The same holds for GEMMs of a few tens
-    of MFLOP (the small model's steps); the big model's (B, 512) x (512, 16384) step GEMM is worth sharing.
-    """
-
-    MIN_MACS_PER_THREAD = 32_000_000
-
-    def __init__(self, device: torch.device) -> None:
-        self.active = device.type == "cpu"
-        self.threads = torch.get_num_threads()
-
-    def __enter__(self) -> _StepThreads:
-        if self.active:
-            torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.active:
-            torch.set_num_threads(self.threads)
-
-    @contextmanager
-    def gemm(self, macs: int) -> Iterator[None]:
-        """All threads for a GEMM of ``macs`` multiply-adds, if it gives each thread enough work."""
-        share = self.active and self.threads > 1 and macs >= self.MIN_MACS_PER_THREAD * self.threads
-        if share:
-            torch.set_num_threads(self.threads)
-        try:
-            yield
-        finally:
-            if share:
-                torch.set_num_threads(1)
 
 
 class LstmStack(nn.Module):
