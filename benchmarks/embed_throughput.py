@@ -244,7 +244,6 @@ def memory_check(args: argparse.Namespace) -> None:
         if process.wait() != 0:
             raise SystemExit(f"elmo embed failed with exit status {process.returncode}")
         elapsed = time.perf_counter() - start
-        peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
         tokens = sum(len(lines[i % len(lines)].split()) for i in range(args.memory_check))
         print(f"memory check: {args.memory_check:,} sentences ({tokens:,} tokens), small config, --top float16 "
               f"{args.memory_precision}: peak RSS {peak:,.0f} MB, {elapsed:,.0f} s, "
@@ -259,7 +258,7 @@ def _watch_memory(process: subprocess.Popen, parts: Path, start: float, total: i
         peak = max(peak, status.get("VmHWM", 0.0))
         if time.perf_counter() - last >= every:
             last = time.perf_counter()
-            done = min(total, 4096 * len(list(parts.glob("part-*.hdf5")))) if parts.is_dir() else total
+            done = min(total, 4096 * len(list(parts.glob("part-*.hdf5")))) if parts.is_dir() else 0
             print(f"  {last - start:7.0f} s: ~{done:,} sentences done, RSS {status.get('VmRSS', 0):,.0f} MB, "
                   f"peak {peak:,.0f} MB", flush=True)
         time.sleep(1.0)
