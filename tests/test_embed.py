@@ -201,3 +201,16 @@ def test_stateful_chunks_keep_whole_batches(tmp_path, fixture_dir, fixture_sente
         for i in range(10):
             for k in range(3):
                 np.testing.assert_allclose(f[str(3 * i + k)][...], fixture_expected[k][i], atol=1e-6, rtol=0)
+
+
+def test_cli_bf16_and_vocab_cache_close_to_fp32(tmp_path, model_dir):
+    text = _write_text(tmp_path / "in.txt", _sentences(12, seed=3))
+    exact, fast = tmp_path / "exact.hdf5", tmp_path / "fast.hdf5"
+    base = ["embed", str(text), "--all", "--model", str(model_dir), "--max-tokens-per-batch", "40"]
+    assert cli_main([*base[:2], str(exact), *base[2:]]) == 0
+    assert cli_main([*base[:2], str(fast), *base[2:], "--precision", "bf16", "--vocab-cache", "5"]) == 0
+    want, got = _read_all(exact), _read_all(fast)
+    for key in (str(i) for i in range(12)):
+        a, b = want[key].reshape(-1, 16), got[key].reshape(-1, 16)
+        cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        assert cosine.min() > 0.99
