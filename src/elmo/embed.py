@@ -1,104 +1,166 @@
-"""Embed tokenised text with a biLM and write the layers to HDF5 (the ``elmo embed`` job).
+"""Embed tokenised text with a biLM: the Python API and the ``elmo embed`` job.
 
-Output layout (compatible with ``allennlp elmo`` and bilm-tf ``dump_bilm_embeddings``): one float32 dataset per
-input line, keyed by the line index ("0", "1", ...) or by the sentence itself, of shape
+Output layout (compatible with ``allennlp elmo`` and bilm-tf ``dump_bilm_embeddings``): one dataset per input
+line, keyed by the line index ("0", "1", ...) or by the sentence itself, of shape
 
     --all      (L + 1, n_tokens, 2P)   layer 0 = token layer duplicated for both directions
     --top      (n_tokens, 2P)
     --average  (n_tokens, 2P)          mean of the L + 1 layers
 
-plus ``sentence_to_index``: a (1,) string dataset holding a JSON object sentence -> key.
+plus ``sentence_to_index``: a (1,) string dataset holding a JSON object sentence -> key. An empty line gives
+an empty (L + 1, 0, 2P) entry.
+
+How a file is processed (``Embedder.embed_file``): lines are read lazily in chunks of ``chunk_size``; a stateless
+run sorts each chunk by length and cuts it into batches of at most ``max_tokens_per_batch`` padded tokens (a
+sentence's vectors do not depend on its batch), a stateful one keeps the file order. Each finished chunk is
+written as a part file (``elmo.embedding.parts``), which makes ``resume`` and ``torchrun`` ranks possible; the
+parts are merged into the output at the end, atomically.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
-import h5py
 import numpy as np
 import torch
 
-from elmo.char_encoding import batch_to_ids
-from elmo.errors import InputFileError
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN
+from elmo.embedding.batching import ordered_batches, token_budget_batches
+from elmo.embedding.parts import Parts
+from elmo.embedding.precision import for_precision
+from elmo.embedding.ranks import Ranks
+from elmo.embedding.text_input import Line, read_lines
+from elmo.embedding.token_vectors import TokenVectors
+from elmo.errors import ElmoError, InputFileError
 from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.sequence import remove_sentence_boundaries
+from elmo.modules.threads import small_ops_on_one_thread
 
 OUTPUT_LAYERS = ("all", "top", "average")
+OUTPUT_DTYPES = ("float32", "float16")
 
-
-def read_sentences(path: str | os.PathLike) -> Iterator[list[str]]:
-    """Yield one whitespace-tokenised sentence per line; a line that is not UTF-8 raises with its number."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputFileError(f"{path}: no such input file")
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputFileError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
-            yield line.split()
+Progress = Callable[[int, int], None]
+"""Called after each batch with (sentences, tokens) done in it."""
 
 
 @dataclass
 class Embedder:
-    """Runs a biLM over sentences and returns every layer without the sentence boundaries.
+    """Runs a character-input biLM over sentences and returns every layer without the sentence boundaries.
 
     Args:
         bilm: a character-input biLM.
-        batch_size: sentences per forward pass.
+        batch_size: most sentences per forward pass.
         stateful: carry LSTM states across batches row by row, as the original does (batches are then taken
-            in the given order); default: every sentence starts from zero states.
+            in the given order); default: every sentence starts from zero states, so its vectors do not depend
+            on the other sentences, and batches can be sorted by length.
         device: where to run (default: CUDA when available, else CPU).
+        precision: "fp32" (exact) or "bf16" (bfloat16 weights; float32 LSTM cells and outputs).
+        max_tokens_per_batch: stateless runs: most padded tokens per batch (boundaries included).
+        vocab_cache: keep the token-layer vectors of up to this many words across batches.
+        chunk_size: stateless runs: sentences read ahead and sorted by length together.
     """
 
     bilm: BiLM
     batch_size: int = 64
     stateful: bool = False
     device: str | torch.device | None = None
+    precision: str = "fp32"
+    max_tokens_per_batch: int = 4096
+    vocab_cache: int = 0
+    chunk_size: int = 4096
 
     def __post_init__(self) -> None:
         if not isinstance(self.bilm.token_encoder, CharCNNEncoder):
             raise ValueError("Embedder needs a character-input biLM")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.device is None:
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.bilm = self.bilm.to(self.device).eval()
-        self._stateful = StatefulBiLM(self.bilm) if self.stateful else None
-        self._width = self.bilm.token_encoder.config.max_characters_per_token
+        for name in ("batch_size", "max_tokens_per_batch", "chunk_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        self.device = torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = for_precision(self.bilm.to(self.device).eval(), self.precision, self.device)
+        self._stateful = StatefulBiLM(self.model) if self.stateful else None
+        self._token_vectors = TokenVectors(self.model.token_encoder, self.vocab_cache)
+
+    def _chunk_size(self, batch_size: int | None = None) -> int:
+        """Stateful runs need whole batches per chunk, so that batch i is the same as without chunks."""
+        if not self.stateful:
+            return self.chunk_size
+        batch_size = batch_size or self.batch_size
+        return -(-self.chunk_size // batch_size) * batch_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.model.num_layers
+
+    @property
+    def output_dim(self) -> int:
+        return self.model.output_dim
 
     @torch.inference_mode()
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
-        """B sentences -> B float32 arrays (L + 1, n_tokens, 2P)."""
-        ids = batch_to_ids(sentences, self._width, add_sentence_boundaries=True).to(self.device)
-        run = self._stateful if self._stateful is not None else self.bilm
-        out = run(ids)
-        layers = torch.stack([remove_sentence_boundaries(x, out.mask)[0] for x in out.layers], dim=1)  # (B, L+1, T, 2P)
-        layers = layers.float().cpu().numpy()
+        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
+        if not sentences:
+            return []
+        with small_ops_on_one_thread(self.device):
+            tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
+            run = self._stateful.contextualize if self._stateful is not None else self.model.contextualize
+            out = run(tokens, mask)
+            layers = [remove_sentence_boundaries(x, out.mask)[0] for x in out.layers]
+            layers = torch.stack(layers, dim=1).float().cpu().numpy()  # (B, L+1, T, 2P)
         return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
+
+    def _token_layer(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors of ``<S> sentence </S>`` per row, (B, T+2, P), and the mask (B, T+2); padding is zero."""
+        rows = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
+        words = list(dict.fromkeys(w for row in rows for w in row))  # distinct, in order of appearance
+        vectors = self._token_vectors(words)  # (U, P)
+        position = {w: i + 1 for i, w in enumerate(words)}  # 0 = padding
+        width = max(len(row) for row in rows)
+        index = torch.zeros(len(rows), width, dtype=torch.long)  # (B, T+2)
+        for b, row in enumerate(rows):
+            index[b, : len(row)] = torch.tensor([position[w] for w in row])
+        index = index.to(vectors.device)
+        table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (U+1, P)
+        return table[index], index > 0
 
     def embed_sentence(self, sentence: list[str]) -> np.ndarray:
         """One tokenised sentence -> (L + 1, n_tokens, 2P)."""
-        return self.embed_batch([list(sentence)])[0]
+        return next(self.embed_sentences([list(sentence)]))
 
-    def embed_sentences(self, sentences: Iterable[list[str]]) -> Iterator[np.ndarray]:
-        """Lazily embed many sentences, in order."""
-        batch: list[list[str]] = []
-        for sentence in sentences:
-            batch.append(list(sentence))
-            if len(batch) == self.batch_size:
-                yield from self.embed_batch(batch)
-                batch = []
-        if batch:
-            yield from self.embed_batch(batch)
+    def embed_sentences(
+        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
+    ) -> Iterator[np.ndarray]:
+        """Lazily embed many sentences (a generator); results come in input order.
+
+        ``batch_size`` overrides the embedder's for this call. Memory: one chunk of results at a time.
+        """
+        iterator = iter(sentences)
+        while chunk := [list(s) for s in islice(iterator, self._chunk_size(batch_size))]:
+            results: list[np.ndarray | None] = [None] * len(chunk)
+            for i, layers in self._embed_unordered(chunk, progress, batch_size):
+                results[i] = layers
+            yield from results  # type: ignore[misc]
+
+    def _embed_unordered(
+        self, sentences: list[list[str]], progress: Progress | None, batch_size: int | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run."""
+        lengths = [len(s) for s in sentences]
+        batch_size = batch_size or self.batch_size
+        if self.stateful:
+            batches = ordered_batches(lengths, batch_size)
+        else:
+            batches = token_budget_batches(lengths, self.max_tokens_per_batch, batch_size)
+            empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
+            yield from ((i, empty) for i, n in enumerate(lengths) if n == 0)
+        for batch in batches:
+            yield from zip(batch, self.embed_batch([sentences[i] for i in batch]))
+            if progress is not None:
+                progress(len(batch), sum(lengths[i] for i in batch))
 
     def embed_file(
         self,
@@ -107,51 +169,77 @@ class Embedder:
         output_layers: str = "all",
         use_sentence_keys: bool = False,
         forget_sentences: bool = False,
+        output_dtype: str = "float32",
+        errors: str = "strict",
+        resume: bool = False,
+        ranks: Ranks | None = None,
+        progress: Progress | None = None,
     ) -> int:
-        """Embed every line of ``input_path`` into the HDF5 file ``output_path``; returns the number of lines."""
+        """Embed every line of ``input_path`` into the HDF5 file ``output_path``; returns the number of lines.
+
+        Args:
+            output_layers: "all", "top" or "average" (see the module docstring).
+            output_dtype: "float32" or "float16" (half the disk; computation is unaffected).
+            errors: "strict" (a line that is not UTF-8 is an error naming it) or "replace".
+            resume: continue an interrupted run of the same command: only missing chunks are computed.
+            ranks: this process's share of a ``torchrun`` job (default: the only process).
+        """
         if output_layers not in OUTPUT_LAYERS:
             raise ValueError(f"output_layers must be one of {OUTPUT_LAYERS}, got {output_layers!r}")
-        output_path = Path(output_path)
+        if output_dtype not in OUTPUT_DTYPES:
+            raise ValueError(f"output_dtype must be one of {OUTPUT_DTYPES}, got {output_dtype!r}")
+        ranks = ranks or Ranks()
+        if self.stateful and (resume or ranks.world_size > 1):
+            raise ElmoError("--stateful runs carry state through the whole file: they cannot --resume or use torchrun")
+        input_path, output_path = Path(input_path), Path(output_path)
+        if not input_path.is_file():
+            raise InputFileError(f"{input_path}: no such input file")
         output_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{output_path.name}.", suffix=".tmp", dir=output_path.parent)
-        os.close(fd)
-        sentence_to_index: dict[str, str] = {}
-        count = 0
+        parts = Parts(output_path, self._manifest(input_path, output_layers, output_dtype, use_sentence_keys, errors))
+        if ranks.is_main:
+            parts.prepare(resume)
+        ranks.barrier()
+        seen_keys: set[str] = set()
+        n_lines = n_chunks = 0
+        lines = read_lines(input_path, errors)
         try:
-            with h5py.File(tmp, "w") as out:
-                sentences = read_sentences(input_path)
-                for index, (sentence, layers) in enumerate(_paired(sentences, self.embed_sentences)):
-                    text = " ".join(sentence)
-                    key = text if use_sentence_keys else str(index)
-                    if use_sentence_keys and (key in out or "/" in key or key in ("", ".")):
-                        raise InputFileError(
-                            f"{input_path}, line {index + 1}: cannot use the sentence as a key "
-                            "(duplicate, empty, or contains '/'); drop --use-sentence-keys"
-                        )
-                    out.create_dataset(key, data=_select(layers, output_layers), dtype="float32")
-                    sentence_to_index[text] = key
-                    count += 1
-                if not forget_sentences:
-                    dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-                    dataset[0] = json.dumps(sentence_to_index)
-            os.replace(tmp, output_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            while chunk := list(islice(lines, self._chunk_size())):
+                keys = [self._key(line, use_sentence_keys, seen_keys, input_path) for line in chunk]
+                if ranks.owns(n_chunks) and not parts.done(n_chunks):
+                    with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
+                        for i, layers in self._embed_unordered([line.tokens for line in chunk], progress):
+                            part.create_dataset(keys[i], data=_select(layers, output_layers).astype(output_dtype))
+                n_lines += len(chunk)
+                n_chunks += 1
+        except InputFileError:
+            if ranks.is_main:
+                parts.discard()  # the input must change, so these parts could never be resumed
             raise
-        return count
+        ranks.barrier()
+        if ranks.is_main:
+            parts.merge(n_chunks, forget_sentences)
+        return n_lines
 
+    def _manifest(self, input_path: Path, layers: str, dtype: str, sentence_keys: bool, errors: str) -> dict:
+        stat = input_path.stat()
+        return {
+            "input": str(input_path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
+            "layers": layers, "output_dtype": dtype, "sentence_keys": sentence_keys, "errors": errors,
+            "chunk_size": self.chunk_size, "precision": self.precision, "stateful": self.stateful,
+        }
 
-def _paired(sentences: Iterator[list[str]], embed) -> Iterator[tuple[list[str], np.ndarray]]:
-    """Zip sentences with their embeddings while reading the input only once."""
-    kept: deque[list[str]] = deque()
-
-    def remember() -> Iterator[list[str]]:
-        for sentence in sentences:
-            kept.append(sentence)
-            yield sentence
-
-    for layers in embed(remember()):
-        yield kept.popleft(), layers
+    @staticmethod
+    def _key(line: Line, use_sentence_keys: bool, seen: set[str], input_path: Path) -> str:
+        if not use_sentence_keys:
+            return str(line.index)
+        key = " ".join(line.tokens)
+        if key in seen or "/" in key or key in ("", "."):
+            raise InputFileError(
+                f"{input_path}, line {line.index + 1}: cannot use the sentence as a key "
+                "(duplicate, empty, or contains '/'); drop --use-sentence-keys"
+            )
+        seen.add(key)
+        return key
 
 
 def _select(layers: np.ndarray, output_layers: str) -> np.ndarray:

@@ -77,8 +77,15 @@ class BiLM(nn.Module):
             state: initial state; None starts every row from zeros.
         """
         mask = mask_from_ids(ids)  # (B, T)
+        return self.contextualize(self.token_encoder(ids), mask, state)
+
+    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None) -> BiLMOutput:
+        """Run both LSTM stacks over token vectors computed elsewhere (e.g. looked up in a cache).
+
+        Args:
+            tokens: (B, T, P) token-layer vectors; mask: (B, T) bool, padding at the end of rows.
+        """
         lengths = mask.sum(dim=1)  # (B,)
-        tokens = self.token_encoder(ids)  # (B, T, P)
         tokens = tokens * mask.unsqueeze(-1).to(tokens.dtype)
         fwd_state = bwd_state = None
         if state is not None:
@@ -121,10 +128,17 @@ class StatefulBiLM(nn.Module):
         self._h = self._c = None
 
     def forward(self, ids: torch.Tensor) -> BiLMOutput:
-        batch = ids.shape[0]
+        """ids (B, T, W) or (B, T), as :meth:`BiLM.forward`."""
+        return self._carry(ids.shape[0], lambda state: self.bilm(ids, state))
+
+    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor) -> BiLMOutput:
+        """Token vectors (B, T, P) and mask (B, T), as :meth:`BiLM.contextualize`."""
+        return self._carry(tokens.shape[0], lambda state: self.bilm.contextualize(tokens, mask, state))
+
+    def _carry(self, batch: int, run) -> BiLMOutput:
         self._grow(batch)
         assert self._h is not None and self._c is not None
-        out = self.bilm(ids, (self._h[:, :, :batch], self._c[:, :, :batch]))
+        out = run((self._h[:, :, :batch], self._c[:, :, :batch]))
         h, c = out.state
         self._h = torch.cat([h.detach(), self._h[:, :, batch:]], dim=2)
         self._c = torch.cat([c.detach(), self._c[:, :, batch:]], dim=2)
@@ -137,4 +151,3 @@ class StatefulBiLM(nn.Module):
         h, c = self.bilm.zero_state(batch - have)
         self._h = h if self._h is None else torch.cat([self._h, h], dim=2)
         self._c = c if self._c is None else torch.cat([self._c, c], dim=2)
-

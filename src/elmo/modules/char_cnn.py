@@ -1,8 +1,15 @@
 """Character-CNN token encoder (Kim et al., 2016; bilm-tf ``_build_word_char_embeddings``).
 
-    char ids (B, T, W) -> char embeddings (B*T, W, E)
-      -> for each (width, n): conv over the W positions (VALID) -> max over positions -> activation
-      -> concat (B*T, F) -> highway layers -> linear projection to P (only when F != P) -> (B, T, P)
+    char ids (B, T, W) -> distinct tokens (U, W) -> char embeddings (U, W, E)
+      -> for each (width, n): conv over the W positions (VALID) -> max over positions -> + bias -> activation
+      -> concat (U, F) -> highway layers -> linear projection to P (only when F != P) -> back to (B, T, P)
+
+Speed: a token's vector depends on its characters only, so each distinct token of a batch is encoded once
+(a batch of 64 sentences repeats "the", ",", "." and padding many times). All widths run as ONE GEMM: kernels
+are zero-padded to the widest width K, every position gets a window of K characters (the sequence is padded by
+K - 1 at the end), and positions a narrower filter could not reach in a VALID conv are set to -inf before the
+max. The bias is added after the max (max(x + b) = max(x) + b), as one (U, F) add instead of one per position.
+The weights stay in the ``nn.Conv1d`` modules, so names and shapes match the original files.
 """
 
 from __future__ import annotations
@@ -12,6 +19,10 @@ from torch import nn
 
 from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
 from elmo.modules.highway import Highway
+from elmo.modules.threads import gemm_threads
+
+TOKENS_PER_CHUNK = 128
+"""Tokens per conv GEMM: bounds the (chunk, W, F) activation (~50 MB for the 2048-filter CNN in float32)."""
 
 
 class CharCNNEncoder(nn.Module):
@@ -39,13 +50,48 @@ class CharCNNEncoder(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """(B, T, W) long -> (B, T, P)."""
         batch, time, width = char_ids.shape
-        x = self.char_embedding(char_ids.reshape(-1, width))  # (B*T, W, E)
-        x = x.transpose(1, 2)  # (B*T, E, W)
-        # Max before the activation, as the original does (identical for monotone relu/tanh, cheaper).
-        pooled = [conv(x).amax(dim=-1) for conv in self.convolutions]  # each (B*T, n_i)
-        x = self.activation(torch.cat(pooled, dim=-1))  # (B*T, F)
+        distinct, index = torch.unique(char_ids.reshape(-1, width), dim=0, return_inverse=True)  # (U, W), (B*T,)
+        vectors = self.encode_tokens(distinct)  # (U, P)
+        return vectors[index].view(batch, time, -1)
+
+    def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, W) long -> (N, P): the token layer of N tokens."""
+        kernel, invalid = self._fused_kernel(char_ids.shape[1])  # (K*E, F), (W, F)
+        x = self.char_embedding(char_ids).to(kernel.dtype)  # (N, W, E)
+        pooled = torch.cat(
+            [self._max_over_positions(part, kernel, invalid) for part in x.split(TOKENS_PER_CHUNK)]
+        )  # (N, F)
+        x = self.activation(pooled + self._bias().to(pooled.dtype))
         if self.highway is not None:
             x = self.highway(x)
         if self.projection is not None:
-            x = self.projection(x)  # (B*T, P)
-        return x.view(batch, time, -1)
+            with gemm_threads(x.shape[0] * self.projection.weight.numel()):
+                x = self.projection(x)  # (N, P)
+        return x
+
+    @staticmethod
+    def _max_over_positions(x: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor) -> torch.Tensor:
+        """x (n, W, E) -> max over the W positions of every filter's response, (n, F), without the bias."""
+        n, width, dim = x.shape
+        k = kernel.shape[0] // dim
+        padded = nn.functional.pad(x, (0, 0, 0, k - 1))  # (n, W + K - 1, E)
+        windows = padded.unfold(1, k, 1)  # (n, W, E, K): position p sees characters p .. p + K - 1
+        with gemm_threads(n * width * kernel.numel()):
+            responses = torch.matmul(windows.reshape(n * width, dim * k), kernel).view(n, width, -1)  # (n, W, F)
+        responses.masked_fill_(invalid, float("-inf"))
+        return responses.amax(dim=1)
+
+    def _fused_kernel(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """All conv weights as one (K*E, F) matrix (zero-padded to the widest K) and the (W, F) invalid positions."""
+        k = max(w for w, _ in self.config.filters)
+        parts, invalid = [], []
+        for conv in self.convolutions:
+            w = conv.kernel_size[0]
+            parts.append(nn.functional.pad(conv.weight, (0, k - w)))  # (n, E, K)
+            positions = torch.arange(width, device=conv.weight.device).unsqueeze(1)  # (W, 1)
+            invalid.append((positions > width - w).expand(width, conv.out_channels))  # (W, n)
+        kernel = torch.cat(parts).flatten(1).t()  # (E*K, F), matching the (E, K) order of unfold's windows
+        return kernel, torch.cat(invalid, dim=1)
+
+    def _bias(self) -> torch.Tensor:
+        return torch.cat([conv.bias for conv in self.convolutions])  # (F,)

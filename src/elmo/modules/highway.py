@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from elmo.modules.threads import gemm_threads
+
 
 class Highway(nn.Module):
     """``n_layers`` highway layers of width ``dim``; input and output (..., dim)."""
@@ -23,6 +25,8 @@ class Highway(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for carry, transform in zip(self.carry, self.transform):
-            gate = torch.sigmoid(carry(x))
-            x = gate * torch.relu(transform(x)) + (1.0 - gate) * x
+            with gemm_threads(x.numel() * carry.out_features):
+                gate, candidate = carry(x), transform(x)
+            gate = torch.sigmoid(gate)
+            x = gate * torch.relu(candidate) + (1.0 - gate) * x
         return x

@@ -11,13 +11,18 @@ bias is the file's bias, so weights round-trip bit for bit.
 
 Speed: the input half of the gate GEMM does not depend on the recurrence, so it is computed for all time steps
 at once (one large GEMM); each step is then one (B, P) x (P, 4C) GEMM, the elementwise gate math and the
-projection.
+projection. Without autograd (inference), :func:`_run_inference` goes further, as the original's CUDA-free
+fast paths do: rows are sorted by length so step t only touches the n_t rows still running (no masking), the
+forget offset is added once for all steps, and the gate math runs in place on preallocated buffers. The memory
+cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate rounding.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
@@ -66,6 +71,8 @@ class LstmCellWithProjection(nn.Module):
         Returns:
             outputs (B, T, P), zero at padded positions, and the final state (h, c).
         """
+        if not torch.is_grad_enabled():
+            return self._run_inference(inputs, mask, state)
         batch, time, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
         x_gates = self.input_linearity(inputs)  # (B, T, 4C): all time steps in one GEMM
@@ -96,6 +103,70 @@ class LstmCellWithProjection(nn.Module):
         if mask is not None:
             out = out * mask.unsqueeze(-1).to(out.dtype)
         return out, (h, c)
+
+    def _run_inference(
+        self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None
+    ) -> tuple[torch.Tensor, LstmState]:
+        """Same result as the autograd path, computed with in-place ops on length-sorted rows."""
+        batch, time, _ = inputs.shape
+        dtype = self.state_linearity.weight.dtype
+        lengths = mask.sum(dim=1) if mask is not None else inputs.new_full((batch,), time, dtype=torch.long)
+        lengths, order = lengths.sort(descending=True)  # (B,), rows longest first
+        steps = torch.arange(time, device=lengths.device).unsqueeze(1)  # (T, 1)
+        running = (lengths.unsqueeze(0) > steps).sum(dim=1).tolist()  # running[t] = rows still going at step t
+        h0, c0 = state if state is not None else self.zero_state(batch, inputs)
+        h0, c = h0[order].to(dtype), c0[order].float()  # (B, P), (B, C); c is ours to update in place
+        sorted_inputs = inputs[order].transpose(0, 1).to(dtype)  # (T, B, in)
+        with gemm_threads(time * batch * self.input_linearity.weight.numel()):
+            x_gates = self.input_linearity(sorted_inputs)  # (T, B, 4C), contiguous per step
+        cells = self.cell_dim
+        x_gates[..., 2 * cells : 3 * cells] += self.forget_bias  # TF's constant forget offset, once
+        w_state = self.state_linearity.weight.t()  # (P, 4C)
+        out = inputs.new_zeros(time, batch, self.output_dim, dtype=dtype)  # (T, B, P)
+        with small_ops_on_one_thread(inputs.device):
+            for t in range(time):
+                n = running[t]
+                if n == 0:
+                    break
+                h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P): rows alive now were alive at t - 1
+                with gemm_threads(n * w_state.numel()):
+                    gates = torch.addmm(x_gates[t, :n], h_prev, w_state)  # (n, 4C)
+                gates = gates.float()  # one cast per step (bf16), instead of one per mixed-dtype op
+                self._cell_update(gates, c[:n])
+                hidden = torch.tanh(c[:n]).mul_(gates[:, 3 * cells :])  # (n, C)
+                if self.projection is None:
+                    out[t, :n] = hidden
+                    continue
+                with gemm_threads(n * self.projection.weight.numel()):
+                    torch.mm(hidden.to(dtype), self.projection.weight.t(), out=out[t, :n])  # (n, P)
+                if self.proj_clip is not None:
+                    out[t, :n].clamp_(-self.proj_clip, self.proj_clip)
+        h_final = self._final_outputs(out, lengths, h0)  # (B, P)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(batch, device=order.device)
+        outputs = out.transpose(0, 1)[inverse]  # (B, T, P), padding stays zero
+        return outputs, (h_final[inverse].to(h0.dtype), c[inverse].to(c0.dtype))
+
+    def _cell_update(self, gates: torch.Tensor, c: torch.Tensor) -> None:
+        """In place: gates (n, 4C) become [sigmoid(i), tanh(j), sigmoid(f+1), sigmoid(o)]; c (n, C) the new cells."""
+        cells = self.cell_dim
+        i, j, f, o = gates.split(cells, dim=1)  # views, TF order
+        i.sigmoid_()
+        j.tanh_()
+        f.sigmoid_()
+        o.sigmoid_()
+        c.mul_(f).addcmul_(i, j)
+        if self.cell_clip is not None:
+            c.clamp_(-self.cell_clip, self.cell_clip)
+
+    @staticmethod
+    def _final_outputs(out: torch.Tensor, lengths: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
+        """h after each row's last token: out (T, B, P) at step length - 1, or the initial h for empty rows."""
+        batch = lengths.shape[0]
+        if out.shape[0] == 0:
+            return h0
+        last = out[(lengths - 1).clamp(min=0), torch.arange(batch, device=out.device)]  # (B, P)
+        return torch.where((lengths > 0).unsqueeze(1), last, h0)
 
 
 class LstmStack(nn.Module):
