@@ -1,0 +1,47 @@
+"""Read a task's train/dev/test files, optionally taking a reproducible slice (for data-size curves and smoke runs)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+from elmo.tasks.conll import read_conll
+from elmo.tasks.sentence_labels import read_labelled_sentences
+from elmo.tasks.training import TaskData
+
+
+def read_examples(task: str, path: str | os.PathLike) -> list:
+    """CoNLL columns for ``ner``; ``label<TAB>sentence`` for ``sst``."""
+    return read_conll(path) if task == "ner" else read_labelled_sentences(path)
+
+
+def take(examples: list, fraction: float = 1.0, limit: int | None = None, seed: int = 0) -> list:
+    """A random ``fraction`` of the examples (at least one), then at most ``limit``; file order kept."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    keep = len(examples)
+    if fraction < 1:
+        keep = max(1, round(fraction * len(examples)))
+    if limit is not None:
+        keep = min(keep, limit)
+    if keep == len(examples):
+        return examples
+    chosen = sorted(random.Random(seed).sample(range(len(examples)), keep))
+    return [examples[i] for i in chosen]
+
+
+def load_task_data(
+    task: str,
+    train: str | os.PathLike,
+    dev: str | os.PathLike,
+    test: str | os.PathLike | None = None,
+    train_fraction: float = 1.0,
+    limit: int | None = None,
+    seed: int = 0,
+) -> TaskData:
+    """``limit`` caps every split (for quick runs); ``train_fraction`` samples the training split only."""
+    return TaskData(
+        train=take(read_examples(task, train), train_fraction, limit, seed),
+        dev=take(read_examples(task, dev), 1.0, limit, seed),
+        test=take(read_examples(task, test), 1.0, limit, seed) if test is not None else None,
+    )
