@@ -124,3 +124,10 @@ def _check_keys(data: dict[str, Any], allowed: set[str], source: str, prefix: st
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
+
+
+def read_task_config(path: str) -> TaskConfig:
+    """Load a ``configs/tasks/*.json`` file; errors name the file and the key."""
+    from elmo.model_files import read_json
+
+    return TaskConfig.from_dict(read_json(path), source=str(path))
