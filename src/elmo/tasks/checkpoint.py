@@ -110,7 +110,7 @@ def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, 
         use_cache = config.elmo.cached if cached is None else cached
         elmo = build_elmo(config.elmo, bilm.num_layers, None if use_cache else bilm)
         if use_cache:
-            cache = ActivationCache(Embedder(bilm, embed_batch_size, device=device), progress=progress)
+            cache = ActivationCache(Embedder(bilm, batch_size=embed_batch_size, device=device), progress=progress)
         dim = info["dim"]
     model = build_task_model(config, word_vectors, meta["labels"], elmo, dim)
     return TaskRunner(config, model, WordIndex(meta["words"]), LabelIndex(meta["labels"]), cache, device)

@@ -39,9 +39,12 @@ def load_task_data(
     limit: int | None = None,
     seed: int = 0,
 ) -> TaskData:
-    """``limit`` caps every split (for quick runs); ``train_fraction`` samples the training split only."""
+    """``limit`` caps every split (for quick runs); ``train_fraction`` samples the training split only.
+
+    ``seed`` picks the training sample; dev and test slices never depend on it, so all runs are scored alike.
+    """
     return TaskData(
         train=take(read_examples(task, train), train_fraction, limit, seed),
-        dev=take(read_examples(task, dev), 1.0, limit, seed),
-        test=take(read_examples(task, test), 1.0, limit, seed) if test is not None else None,
+        dev=take(read_examples(task, dev), 1.0, limit),
+        test=take(read_examples(task, test), 1.0, limit) if test is not None else None,
     )

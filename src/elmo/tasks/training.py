@@ -86,7 +86,7 @@ def build_runner(
         dim = bilm.output_dim
         elmo = build_elmo(config.elmo, bilm.num_layers, None if config.elmo.cached else bilm)
         if config.elmo.cached:
-            embedder = Embedder(bilm, config.elmo.embed_batch_size, device=device)
+            embedder = Embedder(bilm, batch_size=config.elmo.embed_batch_size, device=device)
             cache = ActivationCache(embedder, cache_path, progress=progress)
     model = build_task_model(config, matrix, labels.labels, elmo, dim).to(device)
     return TaskRunner(config, model, word_index, labels, cache, device)
