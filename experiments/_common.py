@@ -57,7 +57,9 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     parser.add_argument("--out", help="results directory (default runs/experiments, or runs/experiments-quick)")
     parser.add_argument("--seeds", type=int, default=default_seeds, help=f"seeds per setting (default {default_seeds})")
     parser.add_argument("--device", help="torch device (default: cuda if available)")
-    parser.add_argument("--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences, 1 epoch, tiny model")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences per split, 1 epoch, tiny model"
+    )
     args = parser.parse_args()
     args.out = Path(args.out or REPO / "runs" / ("experiments-quick" if args.quick else "experiments"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

@@ -7,8 +7,8 @@ NER and SST-5 with ELMo at the input and the output (``elmo-in-out`` runs), so b
 
 from __future__ import annotations
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from _common import markdown_table, parse_args, run, write_table
 
 MIXES = ("input", "output")

@@ -84,7 +84,9 @@ def cmd_task_train(args: argparse.Namespace) -> int:
     if args.on_the_fly:
         overrides["elmo.cached"] = False
     config = config.replace(**{k: v for k, v in overrides.items() if v is not None})
-    data = load_task_data(args.task, args.train, args.dev, args.test, args.train_fraction, args.limit, config.train.seed)
+    data = load_task_data(
+        args.task, args.train, args.dev, args.test, args.train_fraction, args.limit, seed=config.train.seed
+    )
     progress = not args.quiet
     runner = build_runner(config, data, args.word_vectors, args.bilm, args.cache, args.device, progress)
     result = train_task(runner, data, args.output, args.bilm, progress)

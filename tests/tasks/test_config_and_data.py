@@ -55,3 +55,21 @@ def test_take_is_reproducible_and_keeps_order():
     items = list(range(100))
     assert take(items, 0.1, seed=1) == take(items, 0.1, seed=1) == sorted(take(items, 0.1, seed=1))
     assert len(take(items, 0.1)) == 10 and len(take(items, 0.001)) == 1 and len(take(items, 1.0, limit=5)) == 5
+
+
+def test_shuffled_batches_cover_every_index_once_in_length_sorted_batches():
+    import torch
+
+    from elmo.tasks.training import shuffled_batches
+
+    lengths = [(i * 7) % 23 + 1 for i in range(100)]
+    batches = shuffled_batches(lengths, 8, torch.Generator().manual_seed(0), pool=4)
+    assert sorted(i for b in batches for i in b) == list(range(100))
+    assert all([lengths[i] for i in b] == sorted(lengths[i] for i in b) for b in batches)
+    assert batches == shuffled_batches(lengths, 8, torch.Generator().manual_seed(0), pool=4)
+
+
+def test_take_nests_smaller_fractions_in_larger_ones():
+    items = list(range(1000))
+    assert set(take(items, 0.01, seed=3)) <= set(take(items, 0.1, seed=3)) <= set(items)
+    assert len(take(items, 0.1, limit=60)) == 6

@@ -19,7 +19,7 @@ def small_config(task: str, **elmo) -> TaskConfig:
             "task": task,
             "model": {**SMALL_MODEL, "dropout": 0.0},
             "elmo": {"dropout": 0.0, **elmo},
-            "train": {"epochs": 40, "batch_size": 2, "learning_rate": 0.02, "patience": 40},
+            "train": {"epochs": 50, "batch_size": 8, "learning_rate": 0.03, "patience": 50},
         }
     )
 
@@ -40,8 +40,9 @@ def test_overfits_a_few_sentences(task, elmo, ner_file, sst_file, bilm_dir, tmp_
 def test_cached_and_on_the_fly_give_the_same_loss(task, elmo, ner_file, sst_file, bilm_dir):
     path = ner_file if task == "ner" else sst_file
     data = load_task_data(task, path, path)
-    cached = build_runner(small_config(task, cached=True, **elmo), data, bilm_dir=bilm_dir, device="cpu", progress=False)
-    fly = build_runner(small_config(task, cached=False, **elmo), data, bilm_dir=bilm_dir, device="cpu", progress=False)
+    options = {"bilm_dir": bilm_dir, "device": "cpu", "progress": False}
+    cached = build_runner(small_config(task, cached=True, **elmo), data, **options)
+    fly = build_runner(small_config(task, cached=False, **elmo), data, **options)
     assert isinstance(cached.model.elmo, CachedElmo) and not isinstance(fly.model.elmo, CachedElmo)
     with torch.no_grad():  # different mix weights than the uniform start, so the mixes really matter
         for mix in cached.model.elmo.scalar_mixes:

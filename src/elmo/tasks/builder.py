@@ -25,7 +25,9 @@ def build_elmo(config: ElmoUseConfig, num_layers: int, bilm: BiLM | None = None)
     weights = mix_initial_weights(num_layers, config.layers)
     if bilm is None:
         return CachedElmo(num_layers, n_outputs, config.dropout, config.do_layer_norm, weights)
-    return Elmo(bilm, n_outputs, dropout=config.dropout, do_layer_norm=config.do_layer_norm, scalar_mix_parameters=weights)
+    return Elmo(
+        bilm, n_outputs, dropout=config.dropout, do_layer_norm=config.do_layer_norm, scalar_mix_parameters=weights
+    )
 
 
 def _is_bio(tags: list[str]) -> bool:

@@ -18,7 +18,11 @@ from elmo.tasks.token_input import TokenInput
 
 
 class MaxPoolClassifier(nn.Module):
-    """Args: as :class:`~elmo.tasks.tagger.CrfTagger`, with ``num_classes`` and a ``classifier_hidden_dim``."""
+    """Max-pooling BiLSTM classifier; pass ``elmo=None`` for the baseline.
+
+    Args: as :class:`~elmo.tasks.tagger.CrfTagger`, plus ``num_classes`` and the feed-forward layer's width
+    ``classifier_hidden_dim``.
+    """
 
     def __init__(
         self,
@@ -37,7 +41,8 @@ class MaxPoolClassifier(nn.Module):
         n_elmo = len(elmo.scalar_mixes) if elmo is not None else 0
         self.elmo_at_output = n_elmo == 2
         self.dropout = nn.Dropout(dropout)
-        self.encoder = BiLSTMEncoder(token_input.output_dim + (elmo_dim if n_elmo else 0), hidden_dim, num_layers, dropout)
+        input_dim = token_input.output_dim + (elmo_dim if n_elmo else 0)
+        self.encoder = BiLSTMEncoder(input_dim, hidden_dim, num_layers, dropout)
         pooled_dim = self.encoder.output_dim + (elmo_dim if self.elmo_at_output else 0)
         self.hidden = nn.Linear(pooled_dim, classifier_hidden_dim)
         self.output = nn.Linear(classifier_hidden_dim, num_classes)

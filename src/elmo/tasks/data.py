@@ -16,18 +16,19 @@ def read_examples(task: str, path: str | os.PathLike) -> list:
 
 
 def take(examples: list, fraction: float = 1.0, limit: int | None = None, seed: int = 0) -> list:
-    """A random ``fraction`` of the examples (at least one), then at most ``limit``; file order kept."""
+    """At most ``limit`` examples, then a ``fraction`` of those (at least one); file order kept.
+
+    The examples come from one seeded shuffle, so for a given seed smaller slices are subsets of larger ones.
+    """
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    keep = len(examples)
-    if fraction < 1:
-        keep = max(1, round(fraction * len(examples)))
-    if limit is not None:
-        keep = min(keep, limit)
-    if keep == len(examples):
+    keep = len(examples) if limit is None else min(limit, len(examples))
+    keep = max(1, round(fraction * keep))
+    if keep >= len(examples):
         return examples
-    chosen = sorted(random.Random(seed).sample(range(len(examples)), keep))
-    return [examples[i] for i in chosen]
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    return [examples[i] for i in sorted(order[:keep])]
 
 
 def load_task_data(

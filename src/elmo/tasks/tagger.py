@@ -20,14 +20,16 @@ from elmo.tasks.token_input import TokenInput
 
 
 class CrfTagger(nn.Module):
-    """Args:
-    token_input: x_k.
-    num_tags: K.
-    hidden_dim, num_layers, dropout: the BiLSTM.
-    elmo: :class:`~elmo.tasks.elmo_features.CachedElmo` or :class:`elmo.Elmo` with 1 (input) or 2 (input and
-        output) representations, or None for the baseline.
-    elmo_dim: D, the width of one ELMo representation.
-    allowed_transitions: CRF constraints, see :func:`~elmo.tasks.crf.bio_allowed_transitions`.
+    """BiLSTM-CRF tagger; pass ``elmo=None`` for the baseline.
+
+    Args:
+        token_input: x_k.
+        num_tags: K.
+        hidden_dim, num_layers, dropout: the BiLSTM (``hidden_dim`` per direction).
+        elmo: :class:`~elmo.tasks.elmo_features.CachedElmo` or :class:`elmo.Elmo` with 1 (input) or 2 (input and
+            output) representations.
+        elmo_dim: D, the width of one ELMo representation.
+        allowed_transitions: CRF constraints, see :func:`~elmo.tasks.crf.bio_allowed_transitions`.
     """
 
     def __init__(
@@ -47,7 +49,8 @@ class CrfTagger(nn.Module):
         n_elmo = len(elmo.scalar_mixes) if elmo is not None else 0
         self.elmo_at_output = n_elmo == 2
         self.dropout = nn.Dropout(dropout)
-        self.encoder = BiLSTMEncoder(token_input.output_dim + (elmo_dim if n_elmo else 0), hidden_dim, num_layers, dropout)
+        input_dim = token_input.output_dim + (elmo_dim if n_elmo else 0)
+        self.encoder = BiLSTMEncoder(input_dim, hidden_dim, num_layers, dropout)
         self.emissions = nn.Linear(self.encoder.output_dim + (elmo_dim if self.elmo_at_output else 0), num_tags)
         self.crf = ConditionalRandomField(num_tags, allowed_transitions)
 
