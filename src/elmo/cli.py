@@ -103,7 +103,7 @@ def cmd_task_evaluate(args: argparse.Namespace) -> int:
     from elmo.tasks.training import write_predictions
 
     cached = False if args.on_the_fly else None  # None: as trained
-    runner = load_task_model(args.model, args.bilm, cached, device=args.device or "cpu", progress=not args.quiet)
+    runner = load_task_model(args.model, args.bilm, cached, device=args.device, progress=not args.quiet)
     examples = read_examples(runner.config.task, args.input)
     predicted = runner.predict(examples, progress=not args.quiet)
     output = Path(args.predictions or Path(args.model) / f"predictions.{Path(args.input).name}")
@@ -152,7 +152,7 @@ def _add_task_commands(commands) -> None:
     evaluate.add_argument("--predictions", help="output file (default: MODEL/predictions.<input name>)")
     evaluate.add_argument("--bilm", help="biLM directory, if not where it was at training time")
     evaluate.add_argument("--on-the-fly", action="store_true", help="run the biLM inside the model")
-    evaluate.add_argument("--device", help="torch device (default: cpu)")
+    evaluate.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     evaluate.set_defaults(func=cmd_task_evaluate)
 
     vectors = sub.add_parser("word-vectors", help="train baseline word vectors (gensim) on the biLM's corpus")

@@ -66,12 +66,13 @@ def load_task_model(
     directory: str | os.PathLike,
     bilm_dir: str | os.PathLike | None = None,
     cached: bool | None = None,
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     embed_batch_size: int = 64,
     progress: bool = True,
 ) -> TaskRunner:
     """Rebuild a saved task model. ``bilm_dir`` overrides the saved biLM location; ``cached`` the ELMo mode."""
     directory = Path(directory)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     meta = read_json(directory / META_FILE)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ConfigError(f"{directory / META_FILE}: not a task model (expected \"format\": \"{FORMAT}\")")

@@ -6,7 +6,6 @@ and test, and its predictions are written. Only the scalar mixes and the task mo
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
@@ -22,7 +21,7 @@ from elmo.embed import Embedder
 from elmo.errors import InputFileError
 from elmo.model_files import load_bilm
 from elmo.tasks.builder import build_elmo, build_task_model
-from elmo.tasks.checkpoint import save_task_model
+from elmo.tasks.checkpoint import BILM_PREFIX, save_task_model
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.conll import write_conll_predictions
 from elmo.tasks.elmo_features import ActivationCache
@@ -157,12 +156,12 @@ def train_task(
         log.info("epoch %d: train loss %.4f, dev %.2f", epoch, loss, dev_score)
         if dev_score > best_score:
             best_score, best_epoch = dev_score, epoch
-            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in runner.model.state_dict().items()})
+            best_state = _trainable_state(runner)
             if output_dir is not None:
                 save_task_model(output_dir, runner, _resolved(bilm_dir), {"epoch": epoch, "dev_score": dev_score})
         elif epoch - best_epoch >= cfg.patience:
             break
-    runner.model.load_state_dict(best_state)
+    runner.model.load_state_dict(best_state, strict=False)  # everything but the frozen biLM
     result = TrainResult(best_epoch, best_score, None, len(history), 0.0, runner.layer_weights(), history)
     result.dev_score = _finish_split(runner, data.dev, output_dir, "dev")
     if data.test:
@@ -171,6 +170,12 @@ def train_task(
     if output_dir is not None:
         write_json_atomic(Path(output_dir) / "result.json", asdict(result))
     return result
+
+
+def _trainable_state(runner: TaskRunner) -> dict[str, torch.Tensor]:
+    """A CPU copy of the model's state without the frozen biLM (which never changes)."""
+    state = runner.model.state_dict()
+    return {k: v.detach().cpu().clone() for k, v in state.items() if not k.startswith(BILM_PREFIX)}
 
 
 def _finish_split(runner: TaskRunner, examples: Sequence, output_dir, split: str) -> float:
