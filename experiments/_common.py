@@ -57,6 +57,7 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     parser.add_argument("--out", help="results directory (default runs/experiments, or runs/experiments-quick)")
     parser.add_argument("--seeds", type=int, default=default_seeds, help=f"seeds per setting (default {default_seeds})")
     parser.add_argument("--device", help="torch device (default: cuda if available)")
+    parser.add_argument("--epochs", type=int, help="override train.epochs of configs/tasks/*.json (e.g. on a CPU)")
     parser.add_argument(
         "--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences per split, 1 epoch, tiny model"
     )
@@ -85,12 +86,17 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
     name = f"{variant}-seed{seed}" + ("" if fraction == 1.0 else f"-frac{fraction:g}")
     run_dir = args.out / "runs" / task / name
     summary_path = run_dir / "summary.json"
-    if summary_path.is_file():
-        return json.loads(summary_path.read_text())
     overrides = {**VARIANTS[variant], "train.seed": seed}
     if args.quick:
         overrides.update({**QUICK_MODEL, "train.epochs": 1})
+    if args.epochs is not None:
+        overrides["train.epochs"] = args.epochs
     config = read_task_config(REPO / "configs" / "tasks" / f"{task}.json").replace(**overrides)
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        if summary["config"] != asdict(config) or summary["quick"] != args.quick:
+            raise SystemExit(f"{summary_path} was made with other settings; delete it or use another --out")
+        return summary
     train, dev, test = (Path(args.data_dir) / f for f in FILES[task])
     limit = QUICK_LIMIT if args.quick else None
     data = load_task_data(task, train, dev, test, train_fraction=fraction, limit=limit, seed=seed)

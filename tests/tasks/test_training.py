@@ -84,3 +84,14 @@ def test_activation_cache_persists_and_matches_the_embedder(bilm_dir, tmp_path):
     reopened = ActivationCache(embedder, tmp_path / "acts.h5", progress=False)
     assert reopened.ensure(sentences) == 0
     np.testing.assert_allclose(reopened.get(["d", "e", "f"]), embedder.embed_sentence(["d", "e", "f"]), atol=1e-6)
+
+
+def test_damaged_activation_cache_gives_a_clear_error(bilm_dir, tmp_path):
+    from elmo import Embedder, load_bilm
+    from elmo.errors import InputFileError
+    from elmo.tasks import ActivationCache
+
+    damaged = tmp_path / "acts.h5"
+    damaged.write_bytes(b"not an hdf5 file")
+    with pytest.raises(InputFileError, match="acts.h5: cannot open the activation cache"):
+        ActivationCache(Embedder(load_bilm(bilm_dir), device="cpu"), damaged)

@@ -24,6 +24,7 @@ from torch import nn
 from tqdm import tqdm
 
 from elmo.embed import Embedder
+from elmo.errors import InputFileError
 from elmo.modules.elmo import Elmo
 from elmo.modules.scalar_mix import ScalarMix
 
@@ -107,7 +108,13 @@ class ActivationCache:
         self._file: h5py.File | None = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = h5py.File(self.path, "a")
+            try:
+                self._file = h5py.File(self.path, "a")
+            except OSError as e:
+                raise InputFileError(
+                    f"{self.path}: cannot open the activation cache ({e}); is another run using it, or was it "
+                    "left damaged by a crash? (then delete it)"
+                ) from e
 
     def __contains__(self, words: Sequence[str]) -> bool:
         key = sentence_key(words)
