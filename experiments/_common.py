@@ -57,6 +57,9 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     parser.add_argument("--out", help="results directory (default runs/experiments, or runs/experiments-quick)")
     parser.add_argument("--seeds", type=int, default=default_seeds, help=f"seeds per setting (default {default_seeds})")
     parser.add_argument("--device", help="torch device (default: cuda if available)")
+    parser.add_argument(
+        "--sst-classifier", choices=("maxpool", "bcn"), default="maxpool", help="SST-5 model (bcn: the paper's)"
+    )
     parser.add_argument("--epochs", type=int, help="override train.epochs of configs/tasks/*.json (e.g. on a CPU)")
     parser.add_argument(
         "--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences per split, 1 epoch, tiny model"
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
         overrides.update({**QUICK_MODEL, "train.epochs": 1})
     if args.epochs is not None:
         overrides["train.epochs"] = args.epochs
+    if task == "sst":
+        overrides["model.classifier"] = args.sst_classifier
     config = read_task_config(REPO / "configs" / "tasks" / f"{task}.json").replace(**overrides)
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())

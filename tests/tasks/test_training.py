@@ -24,25 +24,36 @@ def small_config(task: str, **elmo) -> TaskConfig:
     )
 
 
-@pytest.mark.parametrize("task, elmo", [("ner", {"enabled": False}), ("ner", {"at_output": True}), ("sst", {})])
-def test_overfits_a_few_sentences(task, elmo, ner_file, sst_file, bilm_dir, tmp_path):
+@pytest.mark.parametrize(
+    "task, elmo, overrides",
+    [
+        ("ner", {"enabled": False}, {}),
+        ("ner", {"at_output": True}, {}),
+        ("sst", {}, {}),
+        ("sst", {"at_output": True}, {"model.classifier": "bcn", "train.learning_rate": 0.01}),
+    ],
+)
+def test_overfits_a_few_sentences(task, elmo, overrides, ner_file, sst_file, bilm_dir, tmp_path):
     path = ner_file if task == "ner" else sst_file
     data = load_task_data(task, path, path, path)
-    runner = build_runner(small_config(task, **elmo), data, bilm_dir=bilm_dir, device="cpu", progress=False)
+    config = small_config(task, **elmo).replace(**overrides)
+    runner = build_runner(config, data, bilm_dir=bilm_dir, device="cpu", progress=False)
     result = train_task(runner, data, output_dir=tmp_path / "run", bilm_dir=bilm_dir, progress=False)
     assert result.dev_score == 100.0 and result.test_score == 100.0
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
     assert (tmp_path / "run" / "predictions.test.txt").is_file()
 
 
-@pytest.mark.parametrize("task", ["ner", "sst"])
+@pytest.mark.parametrize("task", ["ner", "sst", "bcn"])
 @pytest.mark.parametrize("elmo", [{"at_output": True, "l2_coef": 0.5}, {"layers": "top"}, {"do_layer_norm": True}])
 def test_cached_and_on_the_fly_give_the_same_loss(task, elmo, ner_file, sst_file, bilm_dir):
     path = ner_file if task == "ner" else sst_file
+    model = {"model.classifier": "bcn"} if task == "bcn" else {}
+    task = "sst" if task == "bcn" else task
     data = load_task_data(task, path, path)
     options = {"bilm_dir": bilm_dir, "device": "cpu", "progress": False}
-    cached = build_runner(small_config(task, cached=True, **elmo), data, **options)
-    fly = build_runner(small_config(task, cached=False, **elmo), data, **options)
+    cached = build_runner(small_config(task, cached=True, **elmo).replace(**model), data, **options)
+    fly = build_runner(small_config(task, cached=False, **elmo).replace(**model), data, **options)
     assert isinstance(cached.model.elmo, CachedElmo) and not isinstance(fly.model.elmo, CachedElmo)
     with torch.no_grad():  # different mix weights than the uniform start, so the mixes really matter
         for mix in cached.model.elmo.scalar_mixes:

@@ -9,6 +9,7 @@ from torch import nn
 from elmo.config import CharCNNConfig
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo
+from elmo.tasks.biattentive_classifier import BiattentiveClassifier
 from elmo.tasks.classifier import MaxPoolClassifier
 from elmo.tasks.config import ElmoUseConfig, TaskConfig
 from elmo.tasks.crf import bio_allowed_transitions
@@ -37,7 +38,7 @@ def _is_bio(tags: list[str]) -> bool:
 def build_task_model(
     config: TaskConfig, word_vectors: np.ndarray, labels: list[str], elmo: nn.Module | None, elmo_dim: int
 ) -> nn.Module:
-    """A :class:`CrfTagger` (``ner``) or :class:`MaxPoolClassifier` (``sst``) over ``labels``."""
+    """A :class:`CrfTagger` (``ner``), or a :class:`MaxPoolClassifier` or :class:`BiattentiveClassifier` (``sst``)."""
     m = config.model
     char_cnn = None
     if m.char_filters > 0:
@@ -51,6 +52,7 @@ def build_task_model(
     if config.task == "ner":
         allowed = bio_allowed_transitions(labels) if m.bio_constraints and _is_bio(labels) else None
         return CrfTagger(token_input, len(labels), m.hidden_dim, m.num_layers, m.dropout, elmo, elmo_dim, allowed)
-    return MaxPoolClassifier(
+    classifier = BiattentiveClassifier if m.classifier == "bcn" else MaxPoolClassifier
+    return classifier(
         token_input, len(labels), m.hidden_dim, m.num_layers, m.dropout, m.classifier_hidden_dim, elmo, elmo_dim
     )

@@ -59,7 +59,9 @@ def save_task_model(directory: str | os.PathLike, runner: TaskRunner, bilm_dir: 
 def _elmo_dim(runner: TaskRunner) -> int:
     """D, recovered from the encoder's input width: (word + chars + D)."""
     model = runner.model
-    return model.encoder.lstm.input_size - model.token_input.output_dim
+    first = model.pre_encode if hasattr(model, "pre_encode") else model.encoder.lstm
+    width = first.in_features if isinstance(first, torch.nn.Linear) else first.input_size
+    return width - model.token_input.output_dim
 
 
 def load_task_model(

@@ -53,10 +53,17 @@ class ModelConfig:
     """Per direction, for every BiLSTM layer."""
     num_layers: int = 2
     dropout: float = 0.5
+    classifier: str = "maxpool"
+    """sst only: ``maxpool`` (BiLSTM + max-pooling) or ``bcn`` (the paper's biattentive classification network)."""
     classifier_hidden_dim: int = 200
-    """Classifier only: the feed-forward layer after max-pooling."""
+    """Classifier only: the feed-forward layer after pooling."""
     bio_constraints: bool = True
     """Tagger only: forbid invalid BIO transitions in the CRF (used only when every tag is O, B-X or I-X)."""
+
+
+    def __post_init__(self) -> None:
+        if self.classifier not in ("maxpool", "bcn"):
+            raise ConfigError(f"model.classifier: expected 'maxpool' or 'bcn', got {self.classifier!r}")
 
 
 @dataclass
