@@ -19,7 +19,7 @@ def small_config(task: str, **elmo) -> TaskConfig:
             "task": task,
             "model": {**SMALL_MODEL, "dropout": 0.0},
             "elmo": {"dropout": 0.0, **elmo},
-            "train": {"epochs": 50, "batch_size": 8, "learning_rate": 0.03, "patience": 50},
+            "train": {"epochs": 30, "batch_size": 8, "learning_rate": 0.03, "patience": 30},
         }
     )
 

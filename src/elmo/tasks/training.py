@@ -91,16 +91,6 @@ def build_runner(
     return TaskRunner(config, model, word_index, labels, cache, device)
 
 
-def _check_labels(runner: TaskRunner, examples: Sequence, split: str) -> None:
-    """Only the training split must use known labels (it is the only one we compute a loss on)."""
-    if split != "train":
-        return
-    for e in examples:
-        for label in e.tags if runner.is_tagger else [e.label]:
-            if label not in runner.labels.ids:
-                raise InputFileError(f"train line {e.line}: unknown label {label!r}")
-
-
 def shuffled_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator, pool: int = 20) -> list:
     """Random batches of indices whose sentences have similar lengths (less padding, so faster epochs).
 
@@ -142,7 +132,6 @@ def train_task(
     """Train ``runner.model`` on ``data.train``, select on ``data.dev``, score ``data.test``; see module doc."""
     cfg = runner.config.train
     started = time.time()
-    _check_labels(runner, data.train, "train")
     for split in (data.train, data.dev, data.test or []):
         runner.prepare(split)
     params = [p for p in runner.model.parameters() if p.requires_grad]
