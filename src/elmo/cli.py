@@ -285,6 +285,108 @@ def _add_training_commands(commands) -> None:
     export.set_defaults(func=cmd_export)
 
 
+# ---- elmo task ...: task models consuming ELMo (elmo.tasks) -------------------------------------------------
+
+
+def cmd_task_train(args: argparse.Namespace) -> int:
+    from elmo.tasks import build_runner, load_task_data, train_task
+    from elmo.tasks.config import read_task_config
+
+    config = read_task_config(args.config)
+    if config.task != args.task:
+        raise ElmoError(f"{args.config} is a '{config.task}' config, but the command says '{args.task}'")
+    overrides = {"train.seed": args.seed, "train.epochs": args.epochs}
+    if args.no_elmo:
+        overrides["elmo.enabled"] = False
+    if args.on_the_fly:
+        overrides["elmo.cached"] = False
+    config = config.replace(**{k: v for k, v in overrides.items() if v is not None})
+    data = load_task_data(
+        args.task, args.train, args.dev, args.test, args.train_fraction, args.limit, seed=config.train.seed
+    )
+    progress = not args.quiet
+    runner = build_runner(config, data, args.word_vectors, args.bilm, args.cache, args.device, progress)
+    result = train_task(runner, data, args.output, args.bilm, progress)
+    test = "" if result.test_score is None else f", test {result.test_score:.2f}"
+    log.info("best epoch %d: dev %.2f%s; model in %s", result.best_epoch, result.dev_score, test, args.output)
+    return 0
+
+
+def cmd_task_evaluate(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from elmo.tasks import load_task_model, read_examples
+    from elmo.tasks.training import write_predictions
+
+    cached = False if args.on_the_fly else None  # None: as trained
+    runner = load_task_model(args.model, args.bilm, cached, device=args.device, progress=not args.quiet)
+    examples = read_examples(runner.config.task, args.input)
+    predicted = runner.predict(examples, progress=not args.quiet)
+    output = Path(args.predictions or Path(args.model) / f"predictions.{Path(args.input).name}")
+    write_predictions(runner, output, examples, predicted)
+    metric = "f1" if runner.is_tagger else "accuracy"
+    print(json.dumps({"input": str(args.input), metric: round(runner.score(examples, predicted), 4),
+                      "sentences": len(examples), "predictions": str(output)}))
+    return 0
+
+
+def cmd_task_word_vectors(args: argparse.Namespace) -> int:
+    from elmo.tasks import train_word_vectors
+
+    count = train_word_vectors(args.corpus, args.output, dim=args.dim, algorithm=args.algorithm,
+                               min_count=args.min_count, epochs=args.epochs, seed=args.seed, workers=args.workers)
+    log.info("wrote %d word vectors to %s", count, args.output)
+    return 0
+
+
+def _add_task_commands(commands) -> None:
+    task = commands.add_parser("task", help="train and evaluate task models (NER tagger, sentence classifier)")
+    sub = task.add_subparsers(dest="task_command", required=True, metavar="TASK_COMMAND")
+
+    train = sub.add_parser("train", help="train a task model, with or without ELMo")
+    train.add_argument("task", choices=("ner", "sst"), help="ner: CoNLL tagging (CRF); sst: label TAB sentence")
+    train.add_argument("--config", required=True, help="task config JSON (configs/tasks/*.json)")
+    train.add_argument("--train", required=True, help="training file")
+    train.add_argument("--dev", required=True, help="dev file (selects the best epoch)")
+    train.add_argument("--test", help="test file, scored with the dev-selected model")
+    train.add_argument("--output", required=True, help="directory for the checkpoint, predictions and result.json")
+    train.add_argument("--bilm", help="biLM model directory (needed unless --no-elmo)")
+    train.add_argument("--word-vectors", help="word2vec text file (from 'elmo task word-vectors'); default random")
+    train.add_argument("--cache", help="HDF5 file caching biLM activations across runs (default: in memory)")
+    train.add_argument("--no-elmo", action="store_true", help="the baseline: same model without ELMo")
+    train.add_argument("--on-the-fly", action="store_true", help="run the biLM every batch instead of caching")
+    train.add_argument("--seed", type=int, help="override train.seed")
+    train.add_argument("--epochs", type=int, help="override train.epochs")
+    train.add_argument("--train-fraction", type=float, default=1.0, help="random fraction of the training data")
+    train.add_argument("--limit", type=int, help="at most this many sentences per split (smoke tests)")
+    train.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    train.set_defaults(func=cmd_task_train)
+
+    evaluate = sub.add_parser("evaluate", help="predict and score any file with a trained task model")
+    evaluate.add_argument("--model", required=True, help="task model directory (from 'elmo task train')")
+    evaluate.add_argument("--input", required=True, help="CoNLL file (ner) or label TAB sentence file (sst)")
+    evaluate.add_argument("--predictions", help="output file (default: MODEL/predictions.<input name>)")
+    evaluate.add_argument("--bilm", help="biLM directory, if not where it was at training time")
+    evaluate.add_argument("--on-the-fly", action="store_true", help="run the biLM inside the model")
+    evaluate.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    evaluate.set_defaults(func=cmd_task_evaluate)
+
+    vectors = sub.add_parser("word-vectors", help="train baseline word vectors (gensim) on the biLM's corpus")
+    vectors.add_argument("--corpus", required=True, help="text file, one tokenised sentence per line (.gz ok)")
+    vectors.add_argument("--output", required=True, help="word2vec text file to write")
+    vectors.add_argument("--dim", type=int, default=100, help="vector size (default 100)")
+    vectors.add_argument("--algorithm", choices=("word2vec", "fasttext"), default="word2vec", help="default word2vec")
+    vectors.add_argument("--min-count", type=int, default=2, help="ignore rarer words (default 2)")
+    vectors.add_argument("--epochs", type=int, default=5, help="passes over the corpus (default 5)")
+    vectors.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    vectors.add_argument("--workers", type=int, default=2, help="threads (default 2)")
+    vectors.set_defaults(func=cmd_task_word_vectors)
+
+
+# ---- end of elmo task ---------------------------------------------------------------------------------------
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo", description="ELMo: embed text, train and evaluate biLMs.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
@@ -348,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.set_defaults(func=cmd_dump_token_embeddings)
 
     _add_training_commands(commands)
+    _add_task_commands(commands)  # elmo task ...
     return parser
 
 

@@ -1,0 +1,140 @@
+"""Shared machinery of the experiment scripts: arguments, resumable runs, tables and plots.
+
+Every run (task x variant x seed x training fraction) writes ``<out>/runs/<task>/<name>/result.json`` when it
+finishes; a later invocation reuses it, so an interrupted experiment resumes where it stopped, and runs shared by
+several tables (e.g. the +ELMo seeds) are trained once. The frozen biLM's activations are computed once per
+sentence into ``<out>/cache/<biLM fingerprint>.h5`` and shared by all runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import statistics
+import sys
+from dataclasses import asdict
+from itertools import islice
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
+
+from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
+from elmo.tasks.config import read_task_config  # noqa: E402
+from elmo.tasks.elmo_features import bilm_fingerprint  # noqa: E402
+from elmo.tasks.files import write_json_atomic, write_text_atomic  # noqa: E402
+
+log = logging.getLogger("experiments")
+
+FILES = {
+    "ner": ("conll2003/train.txt", "conll2003/dev.txt", "conll2003/test.txt"),
+    "sst": ("sst/sst5.train.tsv", "sst/sst5.dev.tsv", "sst/sst5.test.tsv"),
+}
+METRIC = {"ner": "F1", "sst": "accuracy"}
+VARIANTS = {
+    "baseline": {"elmo.enabled": False},
+    "elmo": {},  # the configs' default: all layers, lambda = 0.001, input only
+    "elmo-lambda1": {"elmo.l2_coef": 1.0},
+    "elmo-top": {"elmo.layers": "top"},
+    "elmo-in-out": {"elmo.at_output": True},
+}
+QUICK_MODEL = {"model.hidden_dim": 16, "model.classifier_hidden_dim": 16, "model.word_dim": 16}
+QUICK_LIMIT = 60  # sentences per split
+QUICK_CORPUS_LINES = 3000
+
+
+def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--bilm", required=True, help="pretrained biLM directory")
+    parser.add_argument("--corpus", required=True, help="the biLM's training text, for the baseline word vectors")
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "tasks"), help="task data root")
+    parser.add_argument("--out", help="results directory (default runs/experiments, or runs/experiments-quick)")
+    parser.add_argument("--seeds", type=int, default=default_seeds, help=f"seeds per setting (default {default_seeds})")
+    parser.add_argument("--device", help="torch device (default: cuda if available)")
+    parser.add_argument(
+        "--sst-classifier", choices=("maxpool", "bcn"), default="maxpool", help="SST-5 model (bcn: the paper's)"
+    )
+    parser.add_argument("--epochs", type=int, help="override train.epochs of configs/tasks/*.json (e.g. on a CPU)")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences per split, 1 epoch, tiny model"
+    )
+    args = parser.parse_args()
+    args.out = Path(args.out or REPO / "runs" / ("experiments-quick" if args.quick else "experiments"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return args
+
+
+def word_vectors(args: argparse.Namespace) -> Path:
+    """Baseline vectors trained once on ``--corpus`` (its first lines only with ``--quick``)."""
+    path = args.out / "word_vectors.txt"
+    if path.is_file():
+        return path
+    corpus, dim, epochs = Path(args.corpus), 100, 5
+    if args.quick:
+        with (gzip.open if corpus.suffix == ".gz" else open)(corpus, "rt", encoding="utf-8") as f:
+            write_text_atomic(args.out / "corpus.quick.txt", "".join(islice(f, QUICK_CORPUS_LINES)))
+        corpus, dim, epochs = args.out / "corpus.quick.txt", 16, 1
+    train_word_vectors(corpus, path, dim=dim, epochs=epochs)
+    return path
+
+
+def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: float = 1.0) -> dict:
+    """Train (or reuse) one run; returns its summary with ``dev``, ``test`` and ``layer_weights``."""
+    name = f"{variant}-seed{seed}" + ("" if fraction == 1.0 else f"-frac{fraction:g}")
+    run_dir = args.out / "runs" / task / name
+    summary_path = run_dir / "summary.json"
+    overrides = {**VARIANTS[variant], "train.seed": seed}
+    if args.quick:
+        overrides.update({**QUICK_MODEL, "train.epochs": 1})
+    if args.epochs is not None:
+        overrides["train.epochs"] = args.epochs
+    if task == "sst":
+        overrides["model.classifier"] = args.sst_classifier
+    config = read_task_config(REPO / "configs" / "tasks" / f"{task}.json").replace(**overrides)
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        if summary["config"] != asdict(config) or summary["quick"] != args.quick:
+            raise SystemExit(f"{summary_path} was made with other settings; delete it or use another --out")
+        return summary
+    train, dev, test = (Path(args.data_dir) / f for f in FILES[task])
+    limit = QUICK_LIMIT if args.quick else None
+    data = load_task_data(task, train, dev, test, train_fraction=fraction, limit=limit, seed=seed)
+    log.info("run %s/%s: %d train sentences", task, name, len(data.train))
+    cache = args.out / "cache" / f"{bilm_fingerprint(args.bilm)}.h5"
+    runner = build_runner(config, data, word_vectors(args), args.bilm, cache, args.device)
+    try:
+        result = train_task(runner, data, run_dir, args.bilm)
+    finally:
+        if runner.cache is not None:
+            runner.cache.close()
+    summary = {"task": task, "variant": variant, "seed": seed, "fraction": fraction, "n_train": len(data.train),
+               "dev": result.dev_score, "test": result.test_score, "best_epoch": result.best_epoch,
+               "layer_weights": result.layer_weights, "quick": args.quick, "config": asdict(config)}
+    write_json_atomic(summary_path, summary)
+    return summary
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(args: argparse.Namespace, name: str, title: str, table: str) -> Path:
+    note = " (QUICK SMOKE RUN: tiny data slice, 1 epoch; not a result)" if args.quick else ""
+    path = args.out / f"{name}.md"
+    write_text_atomic(path, f"### {title}{note}\n\nbiLM: `{args.bilm}`\n\n{table}")
+    print(path.read_text())
+    return path

@@ -1,0 +1,41 @@
+"""Figure 1 at our scale: NER test F1 with 1%, 10% and 100% of the training sentences, baseline vs +ELMo.
+
+    python experiments/fig1_sample_efficiency.py --bilm BILM_DIR --corpus LM_TRAIN.txt [--seeds 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import matplotlib.pyplot as plt
+from _common import markdown_table, mean_std, parse_args, run, write_table
+
+FRACTIONS = (0.01, 0.1, 1.0)
+VARIANTS = (("baseline", "baseline"), ("elmo", "+ELMo"))
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    scores = {(v, f): [run(args, "ner", v, s, f)["test"] for s in range(args.seeds)] for v, _ in VARIANTS
+              for f in FRACTIONS}
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for variant, label in VARIANTS:
+        means = [statistics.mean(scores[variant, f]) for f in FRACTIONS]
+        stds = [statistics.stdev(scores[variant, f]) if args.seeds > 1 else 0.0 for f in FRACTIONS]
+        ax.errorbar([100 * f for f in FRACTIONS], means, yerr=stds, marker="o", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("% of CoNLL-2003 training sentences")
+    ax.set_ylabel("test F1 (dev-selected)")
+    ax.set_title("Sample efficiency" + (" (quick smoke run)" if args.quick else ""))
+    ax.legend()
+    fig.tight_layout()
+    args.out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out / "fig1_sample_efficiency.png", dpi=150)
+    rows = [[f"{100 * f:g}%", *[mean_std(scores[v, f]) for v, _ in VARIANTS]] for f in FRACTIONS]
+    write_table(args, "fig1_sample_efficiency", f"NER test F1 by training size ({args.seeds} seeds)",
+                markdown_table(["training data", *[label for _, label in VARIANTS]], rows)
+                + "\n![sample efficiency](fig1_sample_efficiency.png)\n")
+
+
+if __name__ == "__main__":
+    main()

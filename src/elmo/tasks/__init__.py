@@ -1,0 +1,45 @@
+"""Task models that consume ELMo: a CRF sequence tagger (NER) and a max-pooling sentence classifier (SST).
+
+    from elmo.tasks import TaskConfig, build_runner, load_task_data, train_task
+    config = TaskConfig.from_dict(json.load(open("configs/tasks/ner.json")))
+    data = load_task_data("ner", "train.txt", "dev.txt", "test.txt")
+    runner = build_runner(config, data, word_vectors="vectors.txt", bilm_dir="bilm/")
+    result = train_task(runner, data, output_dir="runs/ner", bilm_dir="bilm/")
+"""
+
+from elmo.tasks.checkpoint import load_task_model, save_task_model
+from elmo.tasks.config import ElmoUseConfig, ModelConfig, TaskConfig, TrainConfig
+from elmo.tasks.conll import TaggedSentence, read_conll
+from elmo.tasks.crf import ConditionalRandomField, bio_allowed_transitions
+from elmo.tasks.data import load_task_data, read_examples
+from elmo.tasks.elmo_features import ActivationCache, CachedElmo
+from elmo.tasks.runner import TaskRunner
+from elmo.tasks.sentence_labels import LabelledSentence, read_labelled_sentences
+from elmo.tasks.training import TaskData, TrainResult, build_runner, train_task
+from elmo.tasks.word_vectors import read_word_vectors, train_word_vectors
+
+__all__ = [
+    "ActivationCache",
+    "CachedElmo",
+    "ConditionalRandomField",
+    "ElmoUseConfig",
+    "LabelledSentence",
+    "ModelConfig",
+    "TaggedSentence",
+    "TaskConfig",
+    "TaskData",
+    "TaskRunner",
+    "TrainConfig",
+    "TrainResult",
+    "bio_allowed_transitions",
+    "build_runner",
+    "load_task_data",
+    "load_task_model",
+    "read_conll",
+    "read_examples",
+    "read_labelled_sentences",
+    "read_word_vectors",
+    "save_task_model",
+    "train_task",
+    "train_word_vectors",
+]

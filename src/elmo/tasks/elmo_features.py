@@ -1,0 +1,180 @@
+"""ELMo for task models, in two interchangeable forms.
+
+* cached (the default): the biLM is frozen, so each sentence's L + 1 layer activations are computed once with
+  :class:`elmo.Embedder` and stored (:class:`ActivationCache`); every epoch then runs only :class:`CachedElmo`,
+  the scalar mixes + dropout, over those stored tensors. This saves running the biLM every epoch.
+* on the fly: :class:`elmo.Elmo`, the biLM inside the model (for fine-tuning it, or for data too big to cache).
+
+Both hold their mixes in ``scalar_mixes`` with the same parameter names, so a task checkpoint (saved without the
+biLM weights) loads into either, and both give the same output for the same sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from elmo.embed import Embedder
+from elmo.errors import InputFileError
+from elmo.modules.elmo import Elmo
+from elmo.modules.scalar_mix import ScalarMix
+
+log = logging.getLogger(__name__)
+
+FROZEN_TOP_WEIGHT = -9e10  # pre-softmax weight that makes a layer's softmax weight exactly 0
+
+
+def mix_initial_weights(num_layers: int, layers: str) -> list[float] | None:
+    """Fixed weights that select the top layer for ``layers="top"``; None (learned, start uniform) for ``"all"``."""
+    if layers == "all":
+        return None
+    if layers == "top":
+        return [FROZEN_TOP_WEIGHT] * (num_layers - 1) + [1.0]
+    raise ValueError(f"elmo layers must be 'all' or 'top', got {layers!r}")
+
+
+class CachedElmo(nn.Module):
+    """Scalar mixes + dropout over precomputed biLM layers; the same computation as :class:`elmo.Elmo`'s head."""
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_output_representations: int,
+        dropout: float = 0.5,
+        do_layer_norm: bool = False,
+        scalar_mix_parameters: Sequence[float] | None = None,
+    ) -> None:
+        super().__init__()
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(
+                num_layers,
+                do_layer_norm=do_layer_norm,
+                initial_weights=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            for _ in range(num_output_representations)
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, layers: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+        """layers (B, L+1, T, D), mask (B, T) -> ``num_output_representations`` tensors (B, T, D)."""
+        per_layer = list(layers.unbind(dim=1))  # L+1 x (B, T, D)
+        return [self.dropout(mix(per_layer, mask)) for mix in self.scalar_mixes]
+
+    def scalar_mix_penalty(self, coefficient: float) -> torch.Tensor:
+        total = sum((mix.scalar_parameters**2).sum() for mix in self.scalar_mixes)
+        return coefficient * torch.as_tensor(total)
+
+
+def elmo_representations(elmo: nn.Module, mask: torch.Tensor, elmo_ids=None, elmo_layers=None) -> list[torch.Tensor]:
+    """Run either form: :class:`CachedElmo` on ``elmo_layers`` (B, L+1, T, D) or :class:`Elmo` on ``elmo_ids``."""
+    if isinstance(elmo, CachedElmo):
+        if elmo_layers is None:
+            raise ValueError("a cached-ELMo model needs the batch's precomputed layers")
+        return elmo(elmo_layers, mask)
+    if isinstance(elmo, Elmo):
+        if elmo_ids is None:
+            raise ValueError("an on-the-fly ELMo model needs the batch's character ids")
+        return elmo(elmo_ids).representations
+    raise TypeError(f"unsupported ELMo module {type(elmo).__name__}")
+
+
+def sentence_key(words: Sequence[str]) -> str:
+    """Content address of a sentence: the same sentence in any file or data slice shares one cache entry."""
+    return hashlib.sha1("\x1f".join(words).encode("utf-8")).hexdigest()
+
+
+class ActivationCache:
+    """All biLM layers (L + 1, n, D) per distinct sentence, in memory or in an HDF5 file reused across runs.
+
+    The HDF5 file only grows: sentences already in it are never recomputed, so every seed, ablation and data
+    fraction of an experiment shares one pass of the biLM over each sentence. Use one file per biLM.
+    """
+
+    def __init__(self, embedder: Embedder, path: str | os.PathLike | None = None, progress: bool = True) -> None:
+        self.embedder = embedder
+        self.path = Path(path) if path is not None else None
+        self.progress = progress
+        self._memory: dict[str, np.ndarray] = {}
+        self._file: h5py.File | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._file = h5py.File(self.path, "a")
+            except OSError as e:
+                raise InputFileError(
+                    f"{self.path}: cannot open the activation cache ({e}); is another run using it, or was it "
+                    "left damaged by a crash? (then delete it)"
+                ) from e
+
+    def __contains__(self, words: Sequence[str]) -> bool:
+        key = sentence_key(words)
+        return key in self._memory or (self._file is not None and key in self._file)
+
+    def ensure(self, sentences: Iterable[Sequence[str]]) -> int:
+        """Embed every sentence not stored yet; returns how many were computed."""
+        missing: dict[str, list[str]] = {}
+        for words in sentences:
+            if words not in self and sentence_key(words) not in missing:
+                missing[sentence_key(words)] = list(words)
+        if not missing:
+            return 0
+        bar = tqdm(total=len(missing), desc="biLM activations", unit="sent", disable=not self.progress, leave=False)
+        for (key, words), layers in zip(missing.items(), self.embedder.embed_sentences(missing.values())):
+            if layers.shape[1] != len(words):
+                raise RuntimeError(f"Embedder returned {layers.shape[1]} vectors for a {len(words)}-token sentence")
+            self._store(key, layers.astype(np.float32, copy=False))
+            bar.update(1)
+        bar.close()
+        if self._file is not None:
+            self._file.flush()
+        return len(missing)
+
+    def _store(self, key: str, layers: np.ndarray) -> None:
+        if self._file is not None:
+            self._file.create_dataset(key, data=layers)
+        else:
+            self._memory[key] = layers
+
+    def get(self, words: Sequence[str]) -> np.ndarray:
+        """(L + 1, n, D) float32 for a stored sentence."""
+        key = sentence_key(words)
+        if key in self._memory:
+            return self._memory[key]
+        if self._file is not None and key in self._file:
+            return self._file[key][()]
+        raise KeyError(f"sentence not in the activation cache (call ensure first): {' '.join(words)[:80]!r}")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def bilm_fingerprint(bilm_dir: str | os.PathLike) -> str:
+    """Short id of a biLM directory's files (names, sizes, mtimes), to name its activation cache."""
+    directory = Path(bilm_dir)
+    digest = hashlib.sha1()
+    for f in sorted(p for p in directory.iterdir() if p.is_file()):
+        stat = f.stat()
+        digest.update(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
+
+
+def pad_layers(arrays: Sequence[np.ndarray]) -> torch.Tensor:
+    """B arrays (L + 1, n_b, D) -> zero-padded (B, L + 1, T, D)."""
+    num_layers, _, dim = arrays[0].shape
+    time = max(a.shape[1] for a in arrays)
+    out = np.zeros((len(arrays), num_layers, time, dim), dtype=np.float32)
+    for b, a in enumerate(arrays):
+        out[b, :, : a.shape[1]] = a
+    return torch.from_numpy(out)
