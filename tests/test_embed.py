@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import random_bilm
+from tests.conftest import random_bilm
 
 from elmo.cli import main as cli_main
 from elmo.embed import Embedder

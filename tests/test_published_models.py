@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from conftest import random_bilm
+from tests.conftest import random_bilm
 
 from elmo.cli import main as cli_main
 from elmo.model_files import save_bilm
