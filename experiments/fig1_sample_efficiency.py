@@ -24,6 +24,7 @@ def main() -> None:
         stds = [statistics.stdev(scores[variant, f]) if args.seeds > 1 else 0.0 for f in FRACTIONS]
         ax.errorbar([100 * f for f in FRACTIONS], means, yerr=stds, marker="o", capsize=3, label=label)
     ax.set_xscale("log")
+    ax.set_xticks([100 * f for f in FRACTIONS], [f"{100 * f:g}%" for f in FRACTIONS])
     ax.set_xlabel("% of CoNLL-2003 training sentences")
     ax.set_ylabel("test F1 (dev-selected)")
     ax.set_title("Sample efficiency" + (" (quick smoke run)" if args.quick else ""))

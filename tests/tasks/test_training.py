@@ -106,3 +106,14 @@ def test_damaged_activation_cache_gives_a_clear_error(bilm_dir, tmp_path):
     damaged.write_bytes(b"not an hdf5 file")
     with pytest.raises(InputFileError, match="acts.h5: cannot open the activation cache"):
         ActivationCache(Embedder(load_bilm(bilm_dir), device="cpu"), damaged)
+
+
+def test_activation_cache_refuses_another_bilm(bilm_dir, tmp_path):
+    from elmo import Embedder, load_bilm
+    from elmo.errors import InputFileError
+    from elmo.tasks import ActivationCache
+    from tests.conftest import random_bilm
+
+    ActivationCache(Embedder(load_bilm(bilm_dir), device="cpu"), tmp_path / "acts.h5").close()
+    with pytest.raises(InputFileError, match="made with another biLM"):
+        ActivationCache(Embedder(random_bilm(seed=1), device="cpu"), tmp_path / "acts.h5")

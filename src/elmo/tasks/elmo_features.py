@@ -97,7 +97,8 @@ class ActivationCache:
     """All biLM layers (L + 1, n, D) per distinct sentence, in memory or in an HDF5 file reused across runs.
 
     The HDF5 file only grows: sentences already in it are never recomputed, so every seed, ablation and data
-    fraction of an experiment shares one pass of the biLM over each sentence. Use one file per biLM.
+    fraction of an experiment shares one pass of the biLM over each sentence. It records a hash of the biLM's
+    weights and refuses to serve another biLM.
     """
 
     def __init__(self, embedder: Embedder, path: str | os.PathLike | None = None, progress: bool = True) -> None:
@@ -115,6 +116,14 @@ class ActivationCache:
                     f"{self.path}: cannot open the activation cache ({e}); is another run using it, or was it "
                     "left damaged by a crash? (then delete it)"
                 ) from e
+            self._check_owner(weights_hash(embedder.bilm))
+
+    def _check_owner(self, signature: str) -> None:
+        assert self._file is not None
+        owner = self._file.attrs.setdefault("bilm_weights_sha1", signature)
+        if owner != signature:
+            self._file.close()
+            raise InputFileError(f"{self.path}: this activation cache was made with another biLM; use another file")
 
     def __contains__(self, words: Sequence[str]) -> bool:
         key = sentence_key(words)
@@ -158,6 +167,15 @@ class ActivationCache:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def weights_hash(module: nn.Module) -> str:
+    """sha1 over every tensor of the module's state (names, shapes and values)."""
+    digest = hashlib.sha1()
+    for name, tensor in module.state_dict().items():
+        digest.update(f"{name}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def bilm_fingerprint(bilm_dir: str | os.PathLike) -> str:

@@ -65,7 +65,10 @@ def build_runner(
     device: str | torch.device | None = None,
     progress: bool = True,
 ) -> TaskRunner:
-    """Vocabularies, initial word vectors, ELMo (cached or on the fly) and the untrained model."""
+    """Vocabularies, initial word vectors, ELMo (cached or on the fly) and the untrained model.
+
+    Seeds torch with ``config.train.seed`` first, so that a run's initialisation is reproducible from its config.
+    """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(config.train.seed)
     pretrained_words, vectors = [], None

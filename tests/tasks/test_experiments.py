@@ -1,0 +1,43 @@
+"""The experiment scripts run end to end (--quick, one seed) on tiny stand-in data files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tasks.conftest import write_conll, write_sst
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _data_dir(root: Path) -> Path:
+    for split in ("train", "dev", "test"):
+        (root / "conll2003").mkdir(parents=True, exist_ok=True)
+        (root / "sst").mkdir(parents=True, exist_ok=True)
+        write_conll(root / "conll2003" / f"{split}.txt")
+        write_sst(root / "sst" / f"sst5.{split}.tsv")
+    return root
+
+
+@pytest.mark.slow
+def test_table3_and_fig2_quick(tmp_path, bilm_dir):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("John lives in Paris .\nMary visited New York\n" * 20)
+    common = ["--bilm", str(bilm_dir), "--corpus", str(corpus), "--data-dir", str(_data_dir(tmp_path / "data")),
+              "--out", str(tmp_path / "out"), "--quick", "--seeds", "1", "--device", "cpu"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    for script in ("table3_elmo_position.py", "fig2_layer_weights.py"):
+        done = subprocess.run([sys.executable, str(REPO / "experiments" / script), *common], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert "input & output" in (tmp_path / "out" / "table3.md").read_text()
+    assert (tmp_path / "out" / "fig2_layer_weights.png").stat().st_size > 1000
+    # the SST input+output run is shared by both scripts: trained once, then reused
+    assert len(list((tmp_path / "out" / "runs" / "sst").glob("elmo-in-out-seed0"))) == 1
+    again = subprocess.run([sys.executable, str(REPO / "experiments" / "table3_elmo_position.py"), *common], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "INFO run" not in again.stderr  # everything resumed, nothing retrained
