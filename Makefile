@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 # torch is pinned to the CPU build that pip finds locally; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test clean
+.PHONY: install demo test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/elmo demo --output-dir runs/demo
 
 test: install
 	$(PY) -m pytest -q

@@ -13,7 +13,7 @@ log = logging.getLogger("elmo")
 
 
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("model (a directory, or the original options/weights pair)")
+    group = parser.add_argument_group("model (default: the small demo biLM shipped with the package)")
     group.add_argument(
         "--model",
         help="model directory (options.json + weights.hdf5, or config.json + model.safetensors), or the name of a "
@@ -36,7 +36,10 @@ def _load_model(args: argparse.Namespace):
         if not (args.options_file and args.weight_file):
             raise ElmoError("--options-file and --weight-file go together")
         return load_bilm(options_file=args.options_file, weight_file=args.weight_file)
-    raise ElmoError("no model given: use --model DIR or --options-file F --weight-file W")
+    from elmo.pretrained import demo_model_dir
+
+    log.info("no model given: using the small demo biLM shipped with the package (see --model)")
+    return load_bilm(demo_model_dir())
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
@@ -387,6 +390,31 @@ def _add_task_commands(commands) -> None:
 # ---- end of elmo task ---------------------------------------------------------------------------------------
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from elmo.demo import CONTEXTS, format_table, nearest_neighbours, sense_accuracy, word_vectors
+    from elmo.embed import Embedder
+
+    embedder = Embedder(_load_model(args), batch_size=16)
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sentences = out_dir / "sentences.txt"
+    sentences.write_text("".join(f"{s}\n" for _, _, s in CONTEXTS), encoding="utf-8")
+    embedder.embed_file(sentences, out_dir / "embeddings.hdf5", output_layers="all")
+    print(f"Embedded {len(CONTEXTS)} sentences into {out_dir / 'embeddings.hdf5'} (all layers, keys = line numbers).\n")
+    token_layer = nearest_neighbours(word_vectors(embedder, CONTEXTS, layer=0), CONTEXTS)
+    print(
+        "Token layer (no context): every use of a word has the same vector, cosine "
+        f"{min(n.similarity for n in token_layer):.3f}-{max(n.similarity for n in token_layer):.3f}.\n"
+    )
+    neighbours = nearest_neighbours(word_vectors(embedder, CONTEXTS, layer=None), CONTEXTS)
+    print("ELMo (mean of all layers): each use's nearest other use of the same word\n")
+    print(format_table(neighbours))
+    print(f"\nNearest neighbour has the same sense for {sense_accuracy(neighbours):.0%} of the uses.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo", description="ELMo: embed text, train and evaluate biLMs.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
@@ -448,6 +476,11 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("output", help="HDF5 file to write (dataset 'embedding', one row per vocabulary line)")
     dump.add_argument("--batch-size", type=int, default=1024, help="tokens per batch (default 1024)")
     dump.set_defaults(func=cmd_dump_token_embeddings)
+
+    demo = commands.add_parser("demo", help="embed example sentences; show one word's vectors differ by context")
+    _add_model_args(demo)
+    demo.add_argument("--output-dir", default="runs/demo", help="where to write the sentences and embeddings")
+    demo.set_defaults(func=cmd_demo)
 
     _add_training_commands(commands)
     _add_task_commands(commands)  # elmo task ...
