@@ -179,7 +179,7 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.lm.parameters(), tc.all_clip_norm_val)
         self.optimizer.step()
         self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
-        stats = mean_across(self.info, torch.stack(losses).mean(0).cpu())
+        stats = mean_across(self.info, torch.stack(losses).mean(0)).cpu()  # on the device: NCCL reduces CUDA tensors
         self.state.step += 1
         self.state.tokens += self.global_rows * tc.unroll_steps
         return {"loss": float(stats[0]), "forward": float(stats[1]), "backward": float(stats[2]),
