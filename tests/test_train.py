@@ -62,6 +62,7 @@ def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert latest_checkpoint(killed) is not None, "no checkpoint within the deadline"
     interrupted_at = int(latest_checkpoint(killed).name.split("-")[1])
     assert 10 <= interrupted_at < 60, "the run must be killed before it finishes"
     subprocess.run([sys.executable, "-m", "elmo", "-q", *_args(corpus, killed, *steps, "--resume")], env=_env(),
