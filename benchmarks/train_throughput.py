@@ -97,20 +97,21 @@ class ReferenceStep:
         self.optimizer = torch.optim.Adagrad(self.params, lr=0.2, initial_accumulator_value=1.0)
         self.unroll_steps = train.unroll_steps
 
-    def step(self, batch: LMBatch, sample) -> None:
+    def step(self, batch: LMBatch, samples) -> None:
         chars = batch.word_char_ids[batch.forward_index[:, 1:-1]]  # (B, T-2, W); the encoder adds <S> and </S>
         self.optimizer.zero_grad()
         encoded = self.encoder(chars)
         top = self.lstm(encoded["token_embedding"], encoded["mask"])[-1]  # (B, T, 2P), state kept inside
         dim = top.shape[-1] // 2
         losses = []
-        for hidden, targets in ((top[..., :dim], batch.forward_targets), (top[..., dim:], batch.backward_targets)):
+        directions = ((top[..., :dim], batch.forward_targets), (top[..., dim:], batch.backward_targets))
+        for direction, (hidden, targets) in enumerate(directions):
             hidden = self.dropout(hidden).reshape(-1, dim)
             targets = targets.reshape(-1)
-            if sample is None:
+            if samples is None:
                 losses.append(self.softmax.full_loss(hidden, targets))
             else:
-                ids, tries = sample
+                ids, tries = samples[direction]
                 losses.append(self.softmax.sampled_loss(hidden, targets, ids, self.sampler.expected_count(ids, tries),
                                                         self.sampler.expected_count(targets, tries)))
         (0.5 * (losses[0] + losses[1]) * self.unroll_steps).backward()
@@ -135,15 +136,15 @@ def measure(
         batch = random_batch(batch_size, train.unroll_steps, vocab_size, width, generator)
         if ref is not None:
             start = time.perf_counter()
-            ref.step(batch, lm.sampler.sample(generator) if lm.sampler is not None else None)
+            ref.step(batch, [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None)
             if step >= 2:
                 ref_times.append(time.perf_counter() - start)
         start = time.perf_counter()
-        sample = lm.sampler.sample(generator) if lm.sampler is not None else None
+        samples = [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             out = lm(batch.word_char_ids, batch.forward_index, batch.backward_index, batch.forward_targets,
-                     batch.backward_targets, (h, c), sample)
+                     batch.backward_targets, (h, c), samples)
             (out.loss * train.unroll_steps).backward()
         torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
         opt.step()

@@ -133,6 +133,8 @@ def _train_spec(args: argparse.Namespace, resume: bool):
     from elmo.train import TrainSpec
     from elmo.train_presets import load_preset, training_only
 
+    if args.config is None and resume and (Path(args.out) / "train_config.json").is_file():
+        args.config = str(Path(args.out) / "train_config.json")  # resume with the run's own preset
     if args.config is not None:
         config, train = load_preset(args.config, overrides=_train_overrides(args))
     elif args.func is cmd_finetune:
@@ -264,7 +266,10 @@ def _add_training_commands(commands) -> None:
 
     train = commands.add_parser("train", help="train a biLM language model (torchrun for several processes)")
     _add_train_args(train, require_config=False)
-    train.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint")
+    train.add_argument(
+        "--resume", action="store_true",
+        help="continue the run in --out from its newest checkpoint (--config defaults to the run's own)",
+    )
     train.set_defaults(func=cmd_train)
 
     finetune = commands.add_parser("finetune", help="continue LM training of a published/exported model on new text")

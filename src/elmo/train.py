@@ -4,7 +4,8 @@ One optimizer step::
 
     global rows = batch_size x grad_accum_steps x world_size, packed by one RowPacker (elmo.data.batching)
     this process takes its slice; micro-batch k of it starts from its rows' carried LSTM states
-    loss = (fwd CE + bwd CE) / 2 with the sampled softmax (negatives shared by all processes and micro-batches)
+    loss = (fwd CE + bwd CE) / 2 with the sampled softmax (each direction draws its negatives, as in bilm-tf;
+           all processes and micro-batches share them)
     backward on loss * unroll_steps / grad_accum_steps   (the original differentiates loss * unroll_steps)
     clip the global gradient norm to all_clip_norm_val; Adagrad(lr, initial_accumulator_value)
     keep the final LSTM states, detached, for the next window of the same rows
@@ -155,9 +156,10 @@ class Trainer:
     def train_step(self, batch: LMBatch) -> dict[str, float]:
         """Forward/backward over the micro-batches, clip, update; the carried states move on to this window's end."""
         tc = self.spec.train
-        sample = self.lm.sampler.sample(self.sampler_generator) if self.lm.sampler is not None else None
-        if sample is not None:
-            sample = (sample[0].to(self.device), sample[1])
+        samples = None
+        if self.lm.sampler is not None:  # one set of negatives per direction, shared by processes and micro-batches
+            samples = [self.lm.sampler.sample(self.sampler_generator) for _ in range(2)]
+            samples = [(ids.to(self.device), tries) for ids, tries in samples]
         self.optimizer.zero_grad(set_to_none=True)
         words = batch.word_char_ids.to(self.device)
         losses, new_h, new_c = [], [], []
@@ -170,7 +172,7 @@ class Trainer:
             with sync, torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tc.bf16):
                 out = self.model(
                     words, micro.forward_index.to(self.device), micro.backward_index.to(self.device),
-                    micro.forward_targets.to(self.device), micro.backward_targets.to(self.device), state, sample,
+                    micro.forward_targets.to(self.device), micro.backward_targets.to(self.device), state, samples,
                 )
                 (out.loss * tc.unroll_steps / tc.grad_accum_steps).backward()
             losses.append(torch.stack([out.loss, out.forward_loss, out.backward_loss]).detach().float())
@@ -179,7 +181,7 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.lm.parameters(), tc.all_clip_norm_val)
         self.optimizer.step()
         self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
-        stats = mean_across(self.info, torch.stack(losses).mean(0).cpu())
+        stats = mean_across(self.info, torch.stack(losses).mean(0)).cpu()  # on the device: NCCL reduces CUDA tensors
         self.state.step += 1
         self.state.tokens += self.global_rows * tc.unroll_steps
         return {"loss": float(stats[0]), "forward": float(stats[1]), "backward": float(stats[2]),

@@ -12,6 +12,7 @@ own carried state, exactly as the original trainer feeds it. Dropout on every LS
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -69,7 +70,7 @@ class BiLMLanguageModel(nn.Module):
         forward_targets: torch.Tensor,
         backward_targets: torch.Tensor,
         state: BiLMState,
-        sample: tuple[torch.Tensor, int] | None = None,
+        samples: Sequence[tuple[torch.Tensor, int]] | None = None,
     ) -> LMOutput:
         """One truncated-BPTT window of both directions.
 
@@ -77,7 +78,8 @@ class BiLMLanguageModel(nn.Module):
             word_char_ids: (U, W); forward_index, backward_index: (B, T) rows of it at each position.
             forward_targets, backward_targets: (B, T) vocabulary ids.
             state: (h (2, L, B, P), c (2, L, B, C)) carried from the previous window.
-            sample: the batch's negatives (ids (S,), number of draws) when training with the sampled softmax.
+            samples: when training with the sampled softmax, the negatives (ids (S,), number of draws) of each
+                direction; like bilm-tf, each direction's loss draws its own S negatives per batch.
         """
         words = self.encode_words(word_char_ids)  # (U, P)
         losses, hs, cs = [], [], []
@@ -87,7 +89,7 @@ class BiLMLanguageModel(nn.Module):
             inputs = words[index]  # (B, T, P)
             top, (h, c) = self.direction_hidden(direction, inputs, (state[0][direction], state[1][direction]))
             hidden = self.output_dropout(top).reshape(-1, top.shape[-1])  # (B*T, P)
-            losses.append(self._loss(hidden, targets.reshape(-1), sample))
+            losses.append(self._loss(hidden, targets.reshape(-1), None if samples is None else samples[direction]))
             hs.append(h)
             cs.append(c)
         loss = 0.5 * (losses[0] + losses[1])

@@ -1,7 +1,7 @@
 """Softmax output layers of the biLM language model: full softmax and sampled softmax.
 
 Both directions share one softmax (W (V, P), b (V)), as in bilm-tf. Training uses TF's ``sampled_softmax_loss``
-recipe: one set of S distinct negatives per batch from a log-uniform (Zipfian) sampler over the
+recipe: S distinct negatives per batch for each direction from a log-uniform (Zipfian) sampler over the
 frequency-sorted vocabulary, every logit corrected by ``-log(expected count)``, and accidental hits (a negative
 that equals the row's target) removed. Evaluation always uses the full softmax.
 
