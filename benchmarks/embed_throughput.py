@@ -3,7 +3,8 @@
 Both load the same random weights, written in the original HDF5 format, and embed the same batches of real
 sentences of 20-30 tokens (read at run time from the shared sample corpus), with gradients off and in eval mode.
 Every measurement runs in its own subprocess (so peak RSS is per implementation), with a fixed thread count;
-the table reports medians over repeats, tokens/s and the ratio to the reference measured in the same run.
+implementations are measured in interleaved rounds (so a change in the machine's load hits all of them), and
+the table reports medians over all timed runs, tokens/s, the ratio of medians to the reference, and peak RSS.
 
 Environment (the reference needs AllenNLP's module code, installed without its dependencies):
 
@@ -159,20 +160,26 @@ def run_benchmarks(args: argparse.Namespace) -> None:
             model = write_random_model(config, tmp / config)
             cases = [("reference", "fp32", 0), ("ours", "fp32", 0), ("ours", "bf16", 0), ("ours", "bf16", 50000)]
             cases_n = ((f"{args.sentences} sentences", args.sentences, args.repeats),
-                       ("1 sentence, 20 tokens", 1, args.repeats * 3))
+                       ("1 sentence, 20 tokens", 1, args.repeats * 5))
             for label, n, repeats in cases_n:
                 if config != "original" and n == 1 and not args.all_latency:
                     continue
-                results = {}
-                for impl, precision, cache in cases:
-                    if impl == "reference" and args.skip_reference:
-                        continue
-                    name = f"{impl} {precision}" + (" +vocab-cache" if cache else "")
-                    save = tmp / f"{config}-{n}-{impl}-{precision}-{cache}.npy"
-                    spec = {"impl": impl, "precision": precision, "vocab_cache": cache, "model": str(model), "n": n,
-                            "repeats": repeats, "save": str(save), "latency": n == 1}
-                    results[name] = (measure(spec, args.threads), save)
-                    print(f"  measured {config} / {label} / {name}", file=sys.stderr)
+                results: dict[str, tuple[dict, Path]] = {}
+                # Rounds interleave the implementations, so a change in the machine's load hits all of them.
+                for round_ in range(args.rounds):
+                    for impl, precision, cache in cases:
+                        if impl == "reference" and args.skip_reference:
+                            continue
+                        name = f"{impl} {precision}" + (" +vocab-cache" if cache else "")
+                        save = tmp / f"{config}-{n}-{impl}-{precision}-{cache}.npy"
+                        spec = {"impl": impl, "precision": precision, "vocab_cache": cache, "model": str(model),
+                                "n": n, "repeats": repeats, "save": str(save), "latency": n == 1}
+                        result = measure(spec, args.threads)
+                        if name in results:
+                            result["times"] += results[name][0]["times"]
+                            result["peak_rss_mb"] = max(result["peak_rss_mb"], results[name][0]["peak_rss_mb"])
+                        results[name] = (result, save)
+                        print(f"  round {round_ + 1}: {config} / {label} / {name}", file=sys.stderr)
                 rows += table_rows(config, label, results)
     print_table(rows, args.threads)
 
@@ -277,7 +284,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="+", default=["original", "small"], choices=sorted(CONFIGS))
     parser.add_argument("--sentences", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per round (after one warm-up run)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all implementations, interleaved")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--all-latency", action="store_true", help="also measure latency for the small config")

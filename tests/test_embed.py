@@ -214,3 +214,22 @@ def test_cli_bf16_and_vocab_cache_close_to_fp32(tmp_path, model_dir):
         a, b = want[key].reshape(-1, 16), got[key].reshape(-1, 16)
         cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
         assert cosine.min() > 0.99
+
+
+def test_thread_policy_restores_the_thread_count():
+    from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with small_ops_on_one_thread("cpu"):
+            assert torch.get_num_threads() == 1
+            with gemm_threads(10**12):
+                assert torch.get_num_threads() == 2
+            with gemm_threads(10):
+                assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with gemm_threads(10**12):  # outside a one-thread block: no-op
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

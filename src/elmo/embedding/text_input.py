@@ -46,12 +46,3 @@ def read_lines(path: str | os.PathLike, errors: str = "strict") -> Iterator[Line
                 ) from e
             yield Line(index, text.split())
 
-
-def count_lines(path: str | os.PathLike) -> int:
-    """Number of lines (a last line without ``\\n`` counts), read in 1 MiB blocks."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
