@@ -13,13 +13,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from tests.conftest import random_bilm
 
 from elmo.cli import main as cli_main
 from elmo.embed import Embedder
 from elmo.embedding.batching import token_budget_batches
 from elmo.model_files import save_bilm
 from elmo.modules.lstm import LstmCellWithProjection
+from tests.conftest import random_bilm
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = "the a cat dog sat on mat , . ran quickly über naïve 東京 x y z".split()

@@ -33,7 +33,8 @@ def test_written_options_use_the_inference_character_count(tmp_path):
 
 
 def test_convert_cli_both_ways(tmp_path, fixture_dir):
-    original = ["--options-file", str(fixture_dir / "options.json"), "--weight-file", str(fixture_dir / "lm_weights.hdf5")]
+    original = ["--options-file", str(fixture_dir / "options.json")]
+    original += ["--weight-file", str(fixture_dir / "lm_weights.hdf5")]
     assert cli_main(["convert", *original, str(tmp_path / "native"), "--to", "native"]) == 0
     assert cli_main(["convert", "--model", str(tmp_path / "native"), str(tmp_path / "back"), "--to", "hdf5"]) == 0
     reference = load_bilm(options_file=fixture_dir / "options.json", weight_file=fixture_dir / "lm_weights.hdf5")
@@ -67,3 +68,17 @@ def test_missing_model_and_bad_json(tmp_path):
     (tmp_path / "options.json").write_text('{"lstm": {"dim": 4,\n "projection_dim": }}')
     with pytest.raises(ConfigError, match=r"options.json: invalid JSON at line 2"):
         load_bilm(tmp_path)
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    """Atomic writes go through mkstemp (0600); the finished files must be readable like any other (0666 - umask)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        save_bilm(random_bilm(), tmp_path / "h")
+        save_bilm(random_bilm(), tmp_path / "n", native=True)
+    finally:
+        os.umask(old)
+    for path in [*(tmp_path / "h").iterdir(), *(tmp_path / "n").iterdir()]:
+        assert path.stat().st_mode & 0o777 == 0o644, path

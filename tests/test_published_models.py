@@ -10,11 +10,11 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from tests.conftest import random_bilm
 
 from elmo.cli import main as cli_main
 from elmo.model_files import save_bilm
 from elmo.published_models import ModelDownloadError, fetch_model
+from tests.conftest import random_bilm
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ Every conversion is a reshape, transpose or split, so load -> save -> load is bi
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import h5py
 import numpy as np
 import torch
 
+from elmo.atomic_files import write_atomic
 from elmo.errors import WeightFileError
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
@@ -244,7 +244,9 @@ def bilm_to_datasets(bilm: BiLM) -> dict[str, np.ndarray]:
     }
 
 
-def save_hdf5_weights(bilm: BiLM, path: str | os.PathLike, token_embedding_path: str | os.PathLike | None = None) -> None:
+def save_hdf5_weights(
+    bilm: BiLM, path: str | os.PathLike, token_embedding_path: str | os.PathLike | None = None
+) -> None:
     """Write ``bilm`` in the original layout, atomically (temp file + rename).
 
     For a token-input biLM the ``embedding`` table goes to ``token_embedding_path`` when given (the original
@@ -257,17 +259,11 @@ def save_hdf5_weights(bilm: BiLM, path: str | os.PathLike, token_embedding_path:
 
 
 def write_hdf5_atomic(path: str | os.PathLike, datasets: dict[str, np.ndarray]) -> None:
-    """Write float32 datasets to ``path`` via a temporary file in the same directory, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    """Write float32 datasets to ``path`` atomically."""
+
+    def write(tmp: str) -> None:
         with h5py.File(tmp, "w") as handle:
             for name, array in datasets.items():
                 handle.create_dataset(name, data=array, dtype="float32")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
+    write_atomic(path, write)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from elmo.atomic_files import write_atomic, write_text_atomic
 from elmo.builders import build_bilm
 from elmo.config import N_CHARACTERS_INFERENCE, BiLMConfig
 from elmo.errors import ConfigError, WeightFileError
@@ -48,19 +48,6 @@ def read_json(path: str | os.PathLike) -> Any:
 def read_options(path: str | os.PathLike) -> BiLMConfig:
     """Parse an original ``options.json``."""
     return BiLMConfig.from_options(read_json(path), source=str(path))
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_options(config: BiLMConfig, path: str | os.PathLike) -> None:
@@ -130,14 +117,7 @@ def _token_vocab_size(bilm: BiLM) -> int | None:
 def save_native(bilm: BiLM, directory: Path) -> None:
     assert bilm.config is not None
     state = {k: v.detach().to("cpu").contiguous() for k, v in bilm.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(prefix=f".{NATIVE_WEIGHTS_FILE}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        save_file(state, tmp, metadata={"format": NATIVE_FORMAT})
-        os.replace(tmp, directory / NATIVE_WEIGHTS_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(directory / NATIVE_WEIGHTS_FILE, lambda tmp: save_file(state, tmp, metadata={"format": NATIVE_FORMAT}))
     config = {"format": NATIVE_FORMAT, "options": bilm.config.to_options(), "token_vocab_size": _token_vocab_size(bilm)}
     write_text_atomic(directory / NATIVE_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 

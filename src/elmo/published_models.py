@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from elmo.atomic_files import default_permissions
 from elmo.errors import ElmoError
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def _download(url: str, target: Path, sha256: str | None, name: str, directory: 
         got = digest.hexdigest()
         if sha256 is not None and got != sha256:
             raise ModelDownloadError(f"{url}: sha256 {got} does not match the registry's {sha256}; nothing was saved")
+        default_permissions(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -125,7 +127,7 @@ def _recorded_checksums(directory: Path) -> dict[str, str]:
 
 
 def _record_checksum(path: Path, sha256: str) -> None:
-    from elmo.model_files import write_text_atomic
+    from elmo.atomic_files import write_text_atomic
 
     checksums = _recorded_checksums(path.parent) | {path.name: sha256}
     write_text_atomic(path.parent / CHECKSUMS_FILE, json.dumps(checksums, indent=2, sort_keys=True) + "\n")

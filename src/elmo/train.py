@@ -30,6 +30,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from elmo import checkpoint as ckpt
+from elmo.atomic_files import write_text_atomic
 from elmo.config import BiLMConfig
 from elmo.data.batching import LMBatch, PackerState, RowPacker, windows_to_batch
 from elmo.data.corpus import SentenceStream, expand_shards, read_sentences
@@ -37,7 +38,7 @@ from elmo.distributed import DistInfo, barrier, mean_across
 from elmo.errors import ConfigError
 from elmo.evaluate import PerplexityResult, perplexity
 from elmo.lm_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
-from elmo.model_files import load_checked_state, write_text_atomic
+from elmo.model_files import load_checked_state
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.train_config import TrainConfig, merge_preset
 from elmo.vocab import Vocabulary

@@ -12,8 +12,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from elmo.atomic_files import write_text_atomic
 from elmo.errors import WeightFileError
-from elmo.model_files import NATIVE_CONFIG_FILE, NATIVE_FORMAT, NATIVE_WEIGHTS_FILE, load_bilm, write_text_atomic
+from elmo.model_files import NATIVE_CONFIG_FILE, NATIVE_FORMAT, NATIVE_WEIGHTS_FILE, load_bilm
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 

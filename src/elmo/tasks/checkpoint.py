@@ -16,13 +16,14 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from elmo.atomic_files import write_atomic, write_json_atomic
 from elmo.embed import Embedder
 from elmo.errors import ConfigError, WeightFileError
 from elmo.model_files import load_bilm, read_json
 from elmo.tasks.builder import build_elmo, build_task_model
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.elmo_features import ActivationCache
-from elmo.tasks.files import sha256_file, write_json_atomic, write_with_atomic
+from elmo.tasks.files import sha256_file
 from elmo.tasks.runner import TaskRunner
 from elmo.tasks.word_index import LabelIndex, WordIndex
 
@@ -38,7 +39,7 @@ def save_task_model(directory: str | os.PathLike, runner: TaskRunner, bilm_dir: 
     state = {
         k: v.detach().cpu().contiguous() for k, v in runner.model.state_dict().items() if not k.startswith(BILM_PREFIX)
     }
-    write_with_atomic(directory / WEIGHTS_FILE, lambda tmp: save_file(state, tmp, metadata={"format": FORMAT}))
+    write_atomic(directory / WEIGHTS_FILE, lambda tmp: save_file(state, tmp, metadata={"format": FORMAT}))
     elmo_info = None
     if runner.elmo_mode is not None:
         mix = runner.model.elmo.scalar_mixes[0]

@@ -1,45 +1,13 @@
-"""Atomic file writes: a crash never leaves a half-written checkpoint, result or predictions file."""
+"""File helpers of the task models: checksums and line-numbered reading (atomic writes are in elmo.atomic_files)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from elmo.errors import InputFileError
-
-
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    _atomic(Path(path), write)
-
-
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
-
-
-def write_with_atomic(path: str | os.PathLike, write) -> None:
-    """Call ``write(tmp_path)`` and move the result to ``path``."""
-    _atomic(Path(path), write)
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from elmo.atomic_files import write_json_atomic
 from elmo.embed import Embedder
 from elmo.errors import InputFileError
 from elmo.model_files import load_bilm
@@ -25,7 +26,6 @@ from elmo.tasks.checkpoint import BILM_PREFIX, save_task_model
 from elmo.tasks.config import TaskConfig
 from elmo.tasks.conll import write_conll_predictions
 from elmo.tasks.elmo_features import ActivationCache
-from elmo.tasks.files import write_json_atomic
 from elmo.tasks.runner import TaskRunner
 from elmo.tasks.sentence_labels import write_label_predictions
 from elmo.tasks.word_index import LabelIndex, build_word_index, embedding_matrix

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from elmo.atomic_files import write_atomic
 from elmo.errors import InputFileError
-from elmo.tasks.files import read_lines, write_with_atomic
+from elmo.tasks.files import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def train_word_vectors(
     )
     if len(model.wv) == 0:
         raise InputFileError(f"{corpus}: no word occurs {min_count} times; nothing to train on")
-    write_with_atomic(output, lambda tmp: model.wv.save_word2vec_format(tmp, binary=False))
+    write_atomic(output, lambda tmp: model.wv.save_word2vec_format(tmp, binary=False))
     log.info("trained %d %s vectors of dim %d on %s", len(model.wv), algorithm, dim, corpus)
     return len(model.wv)
 
