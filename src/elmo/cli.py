@@ -43,15 +43,15 @@ def _load_model(args: argparse.Namespace):
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
+    from elmo.distributed import join_for_barriers, shutdown
     from elmo.embed import Embedder
-    from elmo.embedding.ranks import leave_process_group, ranks_from_environment
 
     for flag in ("batch_size", "max_tokens_per_batch", "chunk_size"):
         if getattr(args, flag) < 1:
             raise ElmoError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if args.vocab_cache < 0:
         raise ElmoError(f"--vocab-cache must be >= 0, got {args.vocab_cache}")
-    ranks = ranks_from_environment()
+    ranks = join_for_barriers()
     try:
         embedder = Embedder(
             _load_model(args), batch_size=args.batch_size, stateful=args.stateful,
@@ -65,7 +65,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
                 resume=args.resume, ranks=ranks, progress=progress,
             )
     finally:
-        leave_process_group()
+        shutdown()
     if ranks.is_main:
         log.info("embedded %d sentences into %s", count, args.output)
     return 0
@@ -173,7 +173,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         state = train(_train_spec(args, args.resume), info, device)
     finally:
-        shutdown(info)
+        shutdown()
     log.info("done: step %d, %d tokens", state.step, state.tokens)
     return 0
 

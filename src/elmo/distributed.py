@@ -1,5 +1,6 @@
-"""Process-group helpers for ``torchrun --nproc_per_node N -m elmo train`` (gloo on CPU, NCCL on GPU).
+"""Process-group helpers for ``torchrun --nproc_per_node N -m elmo train|embed``.
 
+Training joins with NCCL on GPUs and gloo on CPUs; embedding only meets at barriers, so it always uses gloo.
 Without torchrun's environment variables everything degrades to a single process.
 """
 
@@ -7,16 +8,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 
-@dataclass
+@dataclass(frozen=True)
 class DistInfo:
+    """This process's place among the ranks torchrun started."""
+
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+
+    @classmethod
+    def from_environment(cls) -> DistInfo:
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size <= 1:
+            return cls()
+        return cls(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
 
     @property
     def is_main(self) -> bool:
@@ -26,11 +37,23 @@ class DistInfo:
     def enabled(self) -> bool:
         return self.world_size > 1
 
+    def owns(self, chunk: int) -> bool:
+        """Work item ``chunk`` belongs to rank ``chunk % world_size``."""
+        return chunk % self.world_size == self.rank
+
+    def default_device(self) -> torch.device:
+        if torch.cuda.is_available():
+            return torch.device("cuda", self.local_rank % torch.cuda.device_count())
+        return torch.device("cpu")
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
 
 def init_distributed(device: str | None = None) -> tuple[DistInfo, torch.device]:
     """Join the process group when launched by torchrun; pick this process's device."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    info = DistInfo(int(os.environ.get("RANK", "0")), world_size, int(os.environ.get("LOCAL_RANK", "0")))
+    info = DistInfo.from_environment()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
@@ -42,9 +65,13 @@ def init_distributed(device: str | None = None) -> tuple[DistInfo, torch.device]
     return info, dev
 
 
-def barrier(info: DistInfo) -> None:
-    if info.enabled:
-        dist.barrier()
+def join_for_barriers() -> DistInfo:
+    """Ranks that only meet at barriers (embedding): gloo even on GPUs, since it carries a few bytes, and a long
+    timeout, since ranks meet only at the start and after all their work."""
+    info = DistInfo.from_environment()
+    if info.enabled and not dist.is_initialized():
+        dist.init_process_group(backend="gloo", timeout=timedelta(hours=48))
+    return info
 
 
 def mean_across(info: DistInfo, values: torch.Tensor) -> torch.Tensor:
@@ -56,6 +83,6 @@ def mean_across(info: DistInfo, values: torch.Tensor) -> torch.Tensor:
     return values / info.world_size
 
 
-def shutdown(info: DistInfo) -> None:
-    if info.enabled and dist.is_initialized():
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

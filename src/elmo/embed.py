@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN
+from elmo.distributed import DistInfo
 from elmo.embedding.batching import ordered_batches, token_budget_batches
 from elmo.embedding.parts import Parts
 from elmo.embedding.precision import for_precision
-from elmo.embedding.ranks import Ranks
 from elmo.embedding.text_input import Line, read_lines
 from elmo.embedding.token_vectors import TokenVectors
 from elmo.errors import ElmoError, InputFileError
@@ -172,7 +172,7 @@ class Embedder:
         output_dtype: str = "float32",
         errors: str = "strict",
         resume: bool = False,
-        ranks: Ranks | None = None,
+        ranks: DistInfo | None = None,
         progress: Progress | None = None,
     ) -> int:
         """Embed every line of ``input_path`` into the HDF5 file ``output_path``; returns the number of lines.
@@ -188,7 +188,7 @@ class Embedder:
             raise ValueError(f"output_layers must be one of {OUTPUT_LAYERS}, got {output_layers!r}")
         if output_dtype not in OUTPUT_DTYPES:
             raise ValueError(f"output_dtype must be one of {OUTPUT_DTYPES}, got {output_dtype!r}")
-        ranks = ranks or Ranks()
+        ranks = ranks or DistInfo()
         if self.stateful and (resume or ranks.world_size > 1):
             raise ElmoError("--stateful runs carry state through the whole file: they cannot --resume or use torchrun")
         input_path, output_path = Path(input_path), Path(output_path)

@@ -34,7 +34,7 @@ from elmo.atomic_files import write_text_atomic
 from elmo.config import BiLMConfig
 from elmo.data.batching import LMBatch, PackerState, RowPacker, windows_to_batch
 from elmo.data.corpus import SentenceStream, expand_shards, read_sentences
-from elmo.distributed import DistInfo, barrier, mean_across
+from elmo.distributed import DistInfo, mean_across
 from elmo.errors import ConfigError
 from elmo.evaluate import PerplexityResult, perplexity
 from elmo.lm_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
@@ -262,7 +262,7 @@ class Trainer:
             if self.writer is not None:
                 for name in ("forward", "backward", "geometric_mean"):
                     self.writer.add_scalar(f"valid/perplexity_{name}", getattr(result, name), step)
-        barrier(self.info)
+        self.info.barrier()
         return result
 
     def save_checkpoint(self) -> Path | None:
@@ -271,13 +271,13 @@ class Trainer:
         if self.info.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-        barrier(self.info)
+        self.info.barrier()
         mine = {"torch_rng": torch.get_rng_state(), "sampler_rng": self.sampler_generator.get_state(),
                 "lstm_h": self.lstm_state[0].cpu(), "lstm_c": self.lstm_state[1].cpu()}
         if self.device.type == "cuda":
             mine["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         ckpt.write_rank_state(tmp, self.info.rank, mine)
-        barrier(self.info)
+        self.info.barrier()
         final = None
         if self.info.is_main:
             trainer = {"step": step, "tokens": self.state.tokens, "history": self.state.history,
@@ -286,7 +286,7 @@ class Trainer:
             ckpt.write_shared_state(tmp, self.lm.state_dict(), self.optimizer.state_dict(), trainer)
             final = ckpt.publish(tmp, run_dir, step, self.spec.train.keep_checkpoints)
             log.info("saved checkpoint %s", final)
-        barrier(self.info)
+        self.info.barrier()
         return final
 
     def _finish(self) -> None:
@@ -321,7 +321,7 @@ def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
         write_text_atomic(config_path, json.dumps(preset, indent=2) + "\n")
         if Path(spec.vocab_path).resolve() != (run_dir / VOCAB_FILE).resolve():
             shutil.copyfile(spec.vocab_path, run_dir / VOCAB_FILE)
-    barrier(info)
+    info.barrier()
 
 
 def train(spec: TrainSpec, info: DistInfo | None = None, device: torch.device | None = None) -> TrainState:
