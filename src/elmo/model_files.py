@@ -114,9 +114,10 @@ def _token_vocab_size(bilm: BiLM) -> int | None:
     return None if embedding is None else embedding.num_embeddings - 1
 
 
-def save_native(bilm: BiLM, directory: Path) -> None:
+def save_native(bilm: BiLM, directory: Path, dtype: torch.dtype | None = None) -> None:
+    """Write config.json + model.safetensors; ``dtype`` (e.g. float16 to halve the size) casts float tensors."""
     assert bilm.config is not None
-    state = {k: v.detach().to("cpu").contiguous() for k, v in bilm.state_dict().items()}
+    state = {k: v.detach().to("cpu", dtype or v.dtype).contiguous() for k, v in bilm.state_dict().items()}
     write_atomic(directory / NATIVE_WEIGHTS_FILE, lambda tmp: save_file(state, tmp, metadata={"format": NATIVE_FORMAT}))
     config = {"format": NATIVE_FORMAT, "options": bilm.config.to_options(), "token_vocab_size": _token_vocab_size(bilm)}
     write_text_atomic(directory / NATIVE_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
