@@ -13,7 +13,7 @@ from torch import nn
 
 from elmo.tasks.batching import TaskBatch
 from elmo.tasks.bilstm import BiLSTMEncoder
-from elmo.tasks.elmo_features import elmo_representations
+from elmo.tasks.elmo_features import elmo_representations, elmo_widths
 from elmo.tasks.token_input import TokenInput
 
 
@@ -38,12 +38,12 @@ class MaxPoolClassifier(nn.Module):
         super().__init__()
         self.token_input = token_input
         self.elmo = elmo
-        n_elmo = len(elmo.scalar_mixes) if elmo is not None else 0
-        self.elmo_at_output = n_elmo == 2
+        elmo_in, elmo_out = elmo_widths(elmo, elmo_dim)
+        self.elmo_at_output = elmo_out > 0
         self.dropout = nn.Dropout(dropout)
-        input_dim = token_input.output_dim + (elmo_dim if n_elmo else 0)
+        input_dim = token_input.output_dim + elmo_in
         self.encoder = BiLSTMEncoder(input_dim, hidden_dim, num_layers, dropout)
-        pooled_dim = self.encoder.output_dim + (elmo_dim if self.elmo_at_output else 0)
+        pooled_dim = self.encoder.output_dim + elmo_out
         self.hidden = nn.Linear(pooled_dim, classifier_hidden_dim)
         self.output = nn.Linear(classifier_hidden_dim, num_classes)
 

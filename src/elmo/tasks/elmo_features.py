@@ -196,3 +196,12 @@ def pad_layers(arrays: Sequence[np.ndarray]) -> torch.Tensor:
     for b, a in enumerate(arrays):
         out[b, :, : a.shape[1]] = a
     return torch.from_numpy(out)
+
+
+def elmo_widths(elmo: nn.Module | None, elmo_dim: int) -> tuple[int, int]:
+    """Extra input width ELMo adds to a task model at the encoder input and at its output.
+
+    One mix means ELMo at the input only; two mean input and output (each mix has width ``elmo_dim``).
+    """
+    n_mixes = len(elmo.scalar_mixes) if elmo is not None else 0
+    return (elmo_dim if n_mixes >= 1 else 0), (elmo_dim if n_mixes == 2 else 0)
