@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 # torch is pinned to the CPU build that pip finds locally; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test clean
+.PHONY: install demo test test-faults clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+# the fault suite alone (kills, full disk, bad input and files, numerical faults): docs/reliability.md
+test-faults: install
+	$(PY) -m pytest -q -m faults
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache

@@ -25,10 +25,10 @@ matplotlib.use("Agg")  # files only, no display
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
 
+from elmo.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
 from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
 from elmo.tasks.config import read_task_config  # noqa: E402
 from elmo.tasks.elmo_features import bilm_fingerprint  # noqa: E402
-from elmo.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
 
 log = logging.getLogger("experiments")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import h5py
@@ -44,6 +45,21 @@ def fixture_expected(fixture_dir: Path) -> list[list[np.ndarray]]:
         with h5py.File(fixture_dir / f"lm_embeddings_{k}.hdf5", "r") as f:
             expected.append([np.concatenate([f[str(i)][0], f[str(i)][1]], axis=-1) for i in range(10)])
     return expected
+
+
+LM_WORDS = "the a cat dog sat ran on under mat tree big small , . and then it was".split()
+
+
+def write_lm_corpus(root: Path) -> dict[str, Path]:
+    """A small random-sentence training corpus, held-out file and vocabulary (15 words: some are <UNK>)."""
+    from elmo.data import count_words, vocabulary_from_counts
+
+    rng = random.Random(0)
+    for name, n in (("train.txt", 300), ("valid.txt", 20)):
+        lines = [" ".join(rng.choice(LM_WORDS) for _ in range(rng.randint(2, 12))) for _ in range(n)]
+        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    vocabulary_from_counts(count_words([root / "train.txt"]), max_size=15).save(root / "vocab.txt")
+    return {"train": root / "train.txt", "valid": root / "valid.txt", "vocab": root / "vocab.txt"}
 
 
 def tiny_config(residual: bool = True, projection: bool = True, n_highway: int = 1, n_layers: int = 2) -> BiLMConfig:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -18,24 +17,16 @@ from safetensors.torch import load_file
 from elmo.char_encoding import batch_to_ids
 from elmo.checkpoint import latest_checkpoint
 from elmo.cli import main
-from elmo.data import count_words, vocabulary_from_counts
 from elmo.lm_files import load_language_model
 from elmo.model_files import load_bilm
+from tests.conftest import write_lm_corpus
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-WORDS = "the a cat dog sat ran on under mat tree big small , . and then it was".split()
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
-    for name, n in (("train.txt", 300), ("valid.txt", 20)):
-        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) for _ in range(n)]
-        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    vocab = vocabulary_from_counts(count_words([root / "train.txt"]), max_size=15)  # some words are <UNK>
-    vocab.save(root / "vocab.txt")
-    return {"train": root / "train.txt", "valid": root / "valid.txt", "vocab": root / "vocab.txt"}
+    return write_lm_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def _args(corpus, out, *extra) -> list[str]:
@@ -161,3 +152,13 @@ def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
         history = json.loads((tmp_path / name / "history.json").read_text())
         assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)
     assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
+
+
+def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
+    run = tmp_path / "adam"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "4", "--log-every", "1", "--optimizer", "adam",
+                              "--learning-rate", "0.01", "--lr-schedule", "linear")]) == 0
+    lrs = [h["lr"] for h in json.loads((run / "history.json").read_text())]
+    assert lrs == pytest.approx([0.01, 0.0075, 0.005, 0.0025])
+    state = torch.load(latest_checkpoint(run) / "optimizer.pt", weights_only=True)
+    assert "exp_avg_sq" in next(iter(state["state"].values()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -45,3 +46,18 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
+
+
+def write_failure(error: BaseException) -> str:
+    """A one-line reason for a failed write ("File too large", "No space left on device", ...).
+
+    Libraries report the errno in their own words (h5py: ``errno = 27``, safetensors: ``os error 27``).
+    """
+    code = getattr(error, "errno", None)
+    if not code:
+        found = re.search(r"errno = (\d+)|os error (\d+)|\[Errno (\d+)\]", str(error))
+        code = int(next(g for g in found.groups() if g)) if found else None
+    if code:
+        return os.strerror(code)
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -12,6 +12,7 @@ complete checkpoint or none; only the newest ``keep`` are kept.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -20,7 +21,8 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from elmo.errors import WeightFileError
 
@@ -54,15 +56,23 @@ def remove_stale_temporaries(run_dir: str | Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def _torch_bytes(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
 def write_rank_state(tmp: Path, rank: int, state: dict[str, Any]) -> None:
-    torch.save(state, tmp / f"rank-{rank}.pt")
+    # Serialised in memory, then written with a plain write: a full disk raises OSError with its errno.
+    (tmp / f"rank-{rank}.pt").write_bytes(_torch_bytes(state))
 
 
 def write_shared_state(
     tmp: Path, model_state: dict[str, torch.Tensor], optimizer_state: dict[str, Any], trainer: dict[str, Any]
 ) -> None:
-    save_file({k: v.detach().cpu().contiguous() for k, v in model_state.items()}, tmp / "model.safetensors")
-    torch.save(optimizer_state, tmp / "optimizer.pt")
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model_state.items()}
+    (tmp / "model.safetensors").write_bytes(safetensors_bytes(tensors))
+    (tmp / "optimizer.pt").write_bytes(_torch_bytes(optimizer_state))
     (tmp / "trainer.json").write_text(json.dumps(trainer) + "\n", encoding="utf-8")
 
 
@@ -100,4 +110,5 @@ def read_torch_state(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any failure here means an unusable file
-        raise WeightFileError(f"{path}: not a readable checkpoint file ({e})") from e
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WeightFileError(f"{path}: not a readable checkpoint file ({reason})") from e

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from elmo.errors import ElmoError
+from elmo.errors import ElmoError, Interrupted
 
 log = logging.getLogger("elmo")
 
@@ -45,6 +45,7 @@ def _load_model(args: argparse.Namespace):
 def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.distributed import join_for_barriers, shutdown
     from elmo.embed import Embedder
+    from elmo.interrupts import stop_on_signals
 
     for flag in ("batch_size", "max_tokens_per_batch", "chunk_size"):
         if getattr(args, flag) < 1:
@@ -58,7 +59,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
             device=args.device or ranks.default_device(), precision=args.precision,
             max_tokens_per_batch=args.max_tokens_per_batch, vocab_cache=args.vocab_cache, chunk_size=args.chunk_size,
         )
-        with _EmbedProgress(args, ranks) as progress:
+        with _EmbedProgress(args, ranks) as progress, stop_on_signals("embedding", deferred=False):
             count = embedder.embed_file(
                 args.input, args.output, output_layers=args.layers, use_sentence_keys=args.use_sentence_keys,
                 forget_sentences=args.forget_sentences, output_dtype=args.output_dtype, errors=args.errors,
@@ -152,7 +153,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
     names = {"batch_size": "batch_size", "grad_accum": "grad_accum_steps", "seed": "seed",
              "checkpoint_every": "checkpoint_every", "keep_checkpoints": "keep_checkpoints",
              "log_every": "log_every", "eval_every": "eval_every", "learning_rate": "learning_rate",
-             "dropout": "dropout", "n_epochs": "n_epochs", "unroll_steps": "unroll_steps"}
+             "dropout": "dropout", "n_epochs": "n_epochs", "unroll_steps": "unroll_steps", "optimizer": "optimizer",
+             "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps"}
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
     if args.bf16:
         overrides["bf16"] = True
@@ -241,7 +243,11 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
     parser.add_argument("--batch-size", type=int, help="rows per process and micro-batch (preset: batch_size)")
     parser.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (default 1)")
     parser.add_argument("--unroll-steps", type=int, help="truncated-BPTT window (preset: unroll_steps)")
-    parser.add_argument("--learning-rate", type=float, help="Adagrad learning rate (preset: learning_rate)")
+    parser.add_argument("--optimizer", choices=["adagrad", "adam"], help="preset: optimizer (default adagrad)")
+    parser.add_argument("--learning-rate", type=float, help="base learning rate (preset: learning_rate)")
+    parser.add_argument("--lr-schedule", choices=["constant", "linear", "cosine"],
+                        help="learning-rate schedule over the run (preset: lr_schedule, default constant)")
+    parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps (preset: warmup_steps, default 0)")
     parser.add_argument("--dropout", type=float, help="dropout on LSTM inputs and output (preset: dropout)")
     parser.add_argument("--n-epochs", type=int, help="epochs, when --max-steps is not given")
     parser.add_argument("--negatives", type=int, help="sampled-softmax negatives per batch (preset: 8192)")
@@ -500,10 +506,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return args.func(args)
+    except Interrupted as e:
+        print(f"elmo: {e}", file=sys.stderr)
+        return e.exit_code
     except ElmoError as e:
         if args.debug:
             raise
         print(f"elmo: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except OSError as e:  # a file we could not read or write: disk full, file-size limit, permissions
+        if args.debug:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"elmo: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("elmo: interrupted", file=sys.stderr)

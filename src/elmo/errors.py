@@ -4,6 +4,8 @@
 class ElmoError(Exception):
     """A problem with the user's input, files or options; the message says which and what is wrong."""
 
+    exit_code = 1
+
 
 class ConfigError(ElmoError, ValueError):
     """An options/config file or value is invalid."""
@@ -15,3 +17,19 @@ class WeightFileError(ElmoError, ValueError):
 
 class InputFileError(ElmoError, ValueError):
     """A text input file cannot be read as expected (bad encoding, bad format)."""
+
+
+class OutputWriteError(ElmoError, OSError):
+    """An output or checkpoint could not be written (disk full, file-size limit, permissions); earlier ones are kept."""
+
+
+class TrainingDiverged(ElmoError, ArithmeticError):
+    """Training kept producing a non-finite loss or gradient; no weights were written from that state."""
+
+
+class Interrupted(ElmoError):
+    """SIGINT/SIGTERM: the job stopped cleanly and can continue with --resume."""
+
+    def __init__(self, message: str, signal_number: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signal_number

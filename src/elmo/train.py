@@ -7,7 +7,8 @@ One optimizer step::
     loss = (fwd CE + bwd CE) / 2 with the sampled softmax (each direction draws its negatives, as in bilm-tf;
            all processes and micro-batches share them)
     backward on loss * unroll_steps / grad_accum_steps   (the original differentiates loss * unroll_steps)
-    clip the global gradient norm to all_clip_norm_val; Adagrad(lr, initial_accumulator_value)
+    clip the global gradient norm to all_clip_norm_val; Adagrad(lr, initial_accumulator_value) (or Adam), with the
+    learning rate of this step from the preset's schedule (constant in the original)
     keep the final LSTM states, detached, for the next window of the same rows
 
 Every process builds the same global batch and the same negatives, so the data position, sampler and step are
@@ -21,6 +22,7 @@ import json
 import logging
 import math
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,17 +32,18 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from elmo import checkpoint as ckpt
-from elmo.atomic_files import write_text_atomic
+from elmo.atomic_files import write_failure, write_text_atomic
 from elmo.config import BiLMConfig
 from elmo.data.batching import LMBatch, PackerState, RowPacker, windows_to_batch
 from elmo.data.corpus import SentenceStream, expand_shards, read_sentences
 from elmo.distributed import DistInfo, mean_across
-from elmo.errors import ConfigError
+from elmo.errors import ConfigError, Interrupted, OutputWriteError, TrainingDiverged
 from elmo.evaluate import PerplexityResult, perplexity
+from elmo.interrupts import StopRequest, stop_on_signals
 from elmo.lm_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
 from elmo.model_files import load_checked_state
 from elmo.modules.language_model import BiLMLanguageModel
-from elmo.train_config import TrainConfig, merge_preset
+from elmo.train_config import TrainConfig, lr_factor, merge_preset
 from elmo.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,9 @@ class TrainState:
     step: int = 0
     tokens: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    bad_steps: int = 0
+    """Non-finite steps in a row (each skipped); the run stops at ``max_bad_steps``."""
+    skipped_steps: int = 0
 
 
 class Trainer:
@@ -85,9 +91,7 @@ class Trainer:
         self.lm = spec.initial_model or build_language_model(spec.config, tc, len(self.vocab))
         self._check_vocab_size()
         self.lm.to(device).train()
-        self.optimizer = torch.optim.Adagrad(
-            self.lm.parameters(), lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value, eps=0.0
-        )
+        self.optimizer = make_optimizer(self.lm.parameters(), tc)
         self.sampler_generator = torch.Generator().manual_seed(tc.seed)
         torch.manual_seed(tc.seed + 1000 * info.rank + 1)  # dropout masks differ between processes
         self.state = TrainState()
@@ -99,6 +103,8 @@ class Trainer:
         self.model = DistributedDataParallel(self.lm) if info.enabled else self.lm
         self.total_steps = spec.max_steps or self._steps_from_epochs()
         self.writer = _tensorboard(spec.run_dir) if info.is_main else None
+        self.stop = StopRequest()
+        self.stop_everywhere = False
 
     # ------------------------------------------------------------------ setup
 
@@ -141,7 +147,8 @@ class Trainer:
             torch.cuda.set_rng_state(mine["cuda_rng"], self.device)
         self.sampler_generator.set_state(mine["sampler_rng"])
         self.lstm_state = (mine["lstm_h"].to(self.device), mine["lstm_c"].to(self.device))
-        self.state = TrainState(trainer["step"], trainer["tokens"], trainer["history"])
+        self.state = TrainState(trainer["step"], trainer["tokens"], trainer["history"],
+                                trainer.get("bad_steps", 0), trainer.get("skipped_steps", 0))
         log.info("resumed from %s (step %d)", checkpoint, self.state.step)
         return PackerState.from_dict(trainer["data_position"])
 
@@ -180,13 +187,40 @@ class Trainer:
             new_h.append(out.state[0].detach())
             new_c.append(out.state[1].detach())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.lm.parameters(), tc.all_clip_norm_val)
-        self.optimizer.step()
-        self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
-        stats = mean_across(self.info, torch.stack(losses).mean(0)).cpu()  # on the device: NCCL reduces CUDA tensors
+        # The gradients (hence grad_norm) are already averaged over processes and the losses are averaged here,
+        # so every process takes the same decision below. The stop flag rides along: one reduction per step.
+        stop = torch.tensor([float(self.stop.requested)], device=self.device)
+        stats = mean_across(self.info, torch.cat([torch.stack(losses).mean(0), stop])).cpu()
+        self.stop_everywhere = bool(stats[3] > 0)
+        finite = math.isfinite(float(stats[0])) and math.isfinite(float(grad_norm))
+        if finite:
+            factor = lr_factor(tc.lr_schedule, self.state.step, self.total_steps, tc.warmup_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = tc.learning_rate * factor
+            self.optimizer.step()
+            self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
+            self.state.bad_steps = 0
+        else:  # skip the update and keep the rows' states from before this window
+            self.state.bad_steps += 1
+            self.state.skipped_steps += 1
+            self._on_bad_step(float(stats[0]), float(grad_norm))
         self.state.step += 1
         self.state.tokens += self.global_rows * tc.unroll_steps
         return {"loss": float(stats[0]), "forward": float(stats[1]), "backward": float(stats[2]),
                 "grad_norm": float(grad_norm)}
+
+    def _on_bad_step(self, loss: float, grad_norm: float) -> None:
+        limit = self.spec.train.max_bad_steps
+        if self.info.is_main:
+            log.warning("step %d: non-finite loss (%g) or gradient norm (%g); skipped this update (%d in a row, "
+                        "the run stops at %d)", self.state.step + 1, loss, grad_norm, self.state.bad_steps, limit)
+        if self.state.bad_steps >= limit:
+            latest = ckpt.latest_checkpoint(self.spec.run_dir)
+            where = f"the newest good checkpoint is {latest}" if latest else "no checkpoint was written yet"
+            raise TrainingDiverged(
+                f"training diverged: {limit} steps in a row with a non-finite loss or gradient (the last at step "
+                f"{self.state.step + 1}); {where}; lower --learning-rate or all_clip_norm_val and --resume"
+            )
 
     # ------------------------------------------------------------------ loop
 
@@ -201,15 +235,19 @@ class Trainer:
         window_start, window_tokens, window_losses = time.perf_counter(), 0, []
         while self.state.step < self.total_steps:
             stats = self.train_step(self.next_batch())
+            if self.stop_everywhere:
+                self._stop_cleanly(bar)
             window_tokens += self.global_rows * self.spec.train.unroll_steps
-            window_losses.append(stats["loss"])
+            if math.isfinite(stats["loss"]):
+                window_losses.append(stats["loss"])
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{stats['loss']:.3f}")
             step = self.state.step
             if step % self.spec.train.log_every == 0 or step == self.total_steps:
                 elapsed = time.perf_counter() - window_start
-                self._log_train(stats, sum(window_losses) / len(window_losses), window_tokens / max(elapsed, 1e-9))
+                mean_loss = sum(window_losses) / len(window_losses) if window_losses else math.nan
+                self._log_train(stats, mean_loss, window_tokens / max(elapsed, 1e-9))
                 window_start, window_tokens, window_losses = time.perf_counter(), 0, []
             if self.spec.train.eval_every and step % self.spec.train.eval_every == 0 and step < self.total_steps:
                 self.evaluate()
@@ -221,6 +259,16 @@ class Trainer:
             bar.close()
         self._finish()
         return self.state
+
+    def _stop_cleanly(self, bar) -> None:
+        """After SIGINT/SIGTERM (in any process): checkpoint this step everywhere, then raise Interrupted."""
+        if bar is not None:
+            bar.close()
+        saved = self.save_checkpoint()
+        signum = self.stop.signal_number or signal.SIGTERM  # another process got the signal
+        where = f"; checkpoint {saved}" if saved is not None else ""
+        raise Interrupted(f"training stopped by {signal.Signals(signum).name} at step {self.state.step}{where}; "
+                          "continue with --resume", signum)
 
     @property
     def loss_name(self) -> str:
@@ -266,6 +314,23 @@ class Trainer:
         return result
 
     def save_checkpoint(self) -> Path | None:
+        """Write this step's checkpoint atomically; on a write error the earlier checkpoints stay as they were."""
+        bad = [name for name, p in self.lm.named_parameters() if not torch.isfinite(p).all()]
+        if bad:
+            latest = ckpt.latest_checkpoint(self.spec.run_dir)
+            raise TrainingDiverged(f"training diverged: parameter '{bad[0]}' is not finite at step {self.state.step}; "
+                                   f"not writing it (newest good checkpoint: {latest})")
+        try:
+            return self._write_checkpoint()
+        except (OSError, RuntimeError) as e:  # torch.save reports a failed write as RuntimeError
+            latest = ckpt.latest_checkpoint(self.spec.run_dir)
+            reason = write_failure(e)
+            raise OutputWriteError(
+                f"{self.spec.run_dir}: cannot write the checkpoint of step {self.state.step} ({reason}); "
+                f"{f'{latest} is intact' if latest else 'no earlier checkpoint'}; free space and --resume"
+            ) from e
+
+    def _write_checkpoint(self) -> Path | None:
         step, run_dir = self.state.step, self.spec.run_dir
         tmp = ckpt.temporary_dir(run_dir, step)
         if self.info.is_main:
@@ -281,6 +346,7 @@ class Trainer:
         final = None
         if self.info.is_main:
             trainer = {"step": step, "tokens": self.state.tokens, "history": self.state.history,
+                       "bad_steps": self.state.bad_steps, "skipped_steps": self.state.skipped_steps,
                        "world_size": self.info.world_size, "global_rows": self.global_rows,
                        "data_position": self.packer.state().to_dict()}
             ckpt.write_shared_state(tmp, self.lm.state_dict(), self.optimizer.state_dict(), trainer)
@@ -300,6 +366,14 @@ class Trainer:
         plot = plot_history(self.state.history, self.spec.run_dir / "training_curve.png", f"{self.loss_name} loss")
         if plot is not None:
             log.info("wrote %s", plot)
+
+
+def make_optimizer(parameters, tc: TrainConfig) -> torch.optim.Optimizer:
+    """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short runs on small corpora."""
+    if tc.optimizer == "adam":
+        return torch.optim.Adam(parameters, lr=tc.learning_rate)
+    return torch.optim.Adagrad(parameters, lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value,
+                               eps=0.0)
 
 
 def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
@@ -329,7 +403,10 @@ def train(spec: TrainSpec, info: DistInfo | None = None, device: torch.device | 
     info = info or DistInfo()
     device = device or torch.device("cpu")
     prepare_run_dir(spec, info)
-    return Trainer(spec, info, device).run()
+    trainer = Trainer(spec, info, device)
+    with stop_on_signals("training", deferred=True) as request:
+        trainer.stop = request
+        return trainer.run()
 
 
 def _progress(total: int, initial: int, enabled: bool):

@@ -12,11 +12,30 @@ Original keys keep their meaning: ``batch_size`` is rows per process (per GPU in
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from elmo.config import TRAINING_KEYS, BiLMConfig
 from elmo.errors import ConfigError
+
+OPTIMIZERS = ("adagrad", "adam")
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+def lr_factor(schedule: str, step: int, total_steps: int, warmup_steps: int = 0) -> float:
+    """Multiplier of the base learning rate for optimizer step ``step`` (0-based) of ``total_steps``.
+
+    A pure function of the step, so a resumed run continues the schedule exactly.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup_steps) / max(total_steps - warmup_steps, 1)
+    if schedule == "linear":
+        return max(0.0, 1.0 - progress)
+    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
 @dataclass
@@ -31,8 +50,13 @@ class TrainConfig:
     """Negatives shared by the whole batch in the sampled softmax."""
     sample_softmax: bool = True
     """False trains with the full softmax (fine for vocabularies of a few 10k words)."""
+    optimizer: str = "adagrad"
+    """``adagrad`` (the original, with ``initial_accumulator_value``) or ``adam`` (faster on small corpora)."""
     learning_rate: float = 0.2
     initial_accumulator_value: float = 1.0
+    lr_schedule: str = "constant"
+    """``constant`` (the original), or ``linear``/``cosine`` decay to 0 at the last step after ``warmup_steps``."""
+    warmup_steps: int = 0
     all_clip_norm_val: float = 10.0
     dropout: float = 0.1
     """On every LSTM layer input and on the LSTM output before the softmax."""
@@ -53,14 +77,22 @@ class TrainConfig:
     """Steps between held-out full-softmax perplexity evaluations (0: only at the end, when a file is given)."""
     eval_rows: int = 1
     """Parallel streams for the held-out evaluation during training (1 = one continuous stream)."""
+    max_bad_steps: int = 10
+    """A step with a non-finite loss or gradient is skipped; this many in a row stop the run."""
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "unroll_steps", "n_negative_samples_batch", "n_epochs", "grad_accum_steps",
-                     "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows"):
+                     "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows", "max_bad_steps"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name}: expected a positive integer, got {getattr(self, name)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout: expected a value in [0, 1), got {self.dropout}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"lr_schedule: expected one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if int(self.warmup_steps) < 0:
+            raise ConfigError(f"warmup_steps: expected a non-negative integer, got {self.warmup_steps}")
         if self.learning_rate <= 0:
             raise ConfigError(f"learning_rate: expected > 0, got {self.learning_rate}")
         if self.share_embedding_softmax:

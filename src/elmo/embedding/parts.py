@@ -25,7 +25,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from elmo.errors import ElmoError
+from elmo.atomic_files import write_failure
+from elmo.errors import ElmoError, OutputWriteError
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,11 @@ class Parts:
                 f.create_dataset(KEYS, data=np.array(keys, dtype=object), dtype=h5py.string_dtype())
                 f.create_dataset(SENTENCES, data=np.array(sentences, dtype=object), dtype=h5py.string_dtype())
             os.replace(tmp, self.path(chunk))
+        except (OSError, RuntimeError) as e:
+            raise OutputWriteError(
+                f"{tmp}: cannot write ({write_failure(e)}); the finished parts in {self.directory} are kept: free "
+                "space and rerun with --resume"
+            ) from e
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -128,7 +134,12 @@ class Parts:
                     dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
                     dataset[0] = json.dumps(sentence_to_index)
             os.replace(tmp, self.output)
-        except BaseException:
+        except BaseException as e:
             tmp.unlink(missing_ok=True)
+            if isinstance(e, (OSError, RuntimeError)):  # h5py reports some failed writes as RuntimeError
+                raise OutputWriteError(
+                    f"{self.output}: cannot write ({write_failure(e)}); the finished parts in {self.directory} are "
+                    "kept: free space and rerun with --resume"
+                ) from e
             raise
         shutil.rmtree(self.directory)

@@ -1,0 +1,71 @@
+"""User mistakes on every command: a non-zero exit and one ``elmo: error:`` line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elmo.cli import main
+from tests.faults.conftest import train_args
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _mistakes(tmp: Path, corpus: dict[str, Path], model: Path) -> dict[str, tuple[list[str], str]]:
+    """name -> (argv, a fragment the error line must contain); the files are made by :func:`_make_files`."""
+    text = str(corpus["valid"])
+    return {
+        "embed: missing input": (["embed", "--all", "--model", str(model), str(tmp / "none.txt"), str(tmp / "o.h5")],
+                                 "no such input file"),
+        "embed: missing model": (["embed", "--all", "--model", str(tmp / "nomodel"), text, str(tmp / "o.h5")],
+                                 "nomodel"),
+        "embed: zero batch": (["embed", "--all", "--model", str(model), "--batch-size", "0", text,
+                               str(tmp / "o.h5")], "--batch-size must be >= 1"),
+        "embed: half a model": (["embed", "--all", "--options-file", str(model / "options.json"), text,
+                                 str(tmp / "o.h5")], "go together"),
+        "convert: missing model": (["convert", "--model", str(tmp / "nomodel"), str(tmp / "conv")], "nomodel"),
+        "vocab: missing corpus": (["vocab", str(tmp / "nocorpus*.txt"), "-o", str(tmp / "v.txt")], "nocorpus"),
+        "train: unknown preset": (["train", "--config", "huge", "--train", text, "--vocab", str(corpus["vocab"]),
+                                   "--out", str(tmp / "r1")], "no such preset"),
+        "train: malformed preset": (["train", "--config", str(tmp / "bad.json"), "--train", text, "--vocab",
+                                     str(corpus["vocab"]), "--out", str(tmp / "r2")], "bad.json"),
+        "train: unknown key": (["train", "--config", str(tmp / "unknown-key.json"), "--train", text, "--vocab",
+                                str(corpus["vocab"]), "--out", str(tmp / "r3")], "unknown key 'lr'"),
+        "train: missing vocab": (train_args(dict(corpus, vocab=tmp / "novocab.txt"), tmp / "r4")[1:],
+                                 "novocab.txt"),
+        "train: zero steps": (train_args(corpus, tmp / "r5", "--max-steps", "0")[1:], "--max-steps must be >= 1"),
+        "perplexity: missing model": (["perplexity", "--model", str(tmp / "nomodel"), "--data", text], "nomodel"),
+        "perplexity: model without softmax": (["perplexity", "--model", str(model), "--data", text],
+                                              "no softmax file"),
+        "export: no checkpoint": (["export", str(tmp / "empty-run"), str(tmp / "exported")], "empty-run"),
+        "task train: missing config": (["task", "train", "ner", "--config", str(tmp / "nocfg.json"), "--train", text,
+                                        "--dev", text, "--output", str(tmp / "t1"), "--no-elmo"], "nocfg.json"),
+        "task train: malformed data": (["task", "train", "ner", "--config", str(CONFIGS / "tasks" / "ner-tiny.json"),
+                                        "--train", str(tmp / "tagging.txt"), "--dev", str(tmp / "tagging.txt"),
+                                        "--output", str(tmp / "t2"), "--no-elmo"], "tagging.txt"),
+        "task evaluate: missing model": (["task", "evaluate", "--model", str(tmp / "nomodel"), "--input", text,
+                                          "--predictions", str(tmp / "pred.txt")], "nomodel"),
+    }
+
+
+def _make_files(tmp: Path) -> None:
+    (tmp / "bad.json").write_text('{"lstm": {"dim": 8,\n "oops"}}')
+    (tmp / "unknown-key.json").write_text(json.dumps({**json.loads((CONFIGS / "tiny.json").read_text()), "lr": 1}))
+    (tmp / "empty-run").mkdir()
+    (tmp / "tagging.txt").write_text("EU B-ORG\nrejects\n")  # second line has no label column
+
+
+CASES = list(_mistakes(Path("/x"), {"train": Path("/x"), "valid": Path("/x"), "vocab": Path("/x")}, Path("/x")))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_user_mistakes_give_one_line_and_no_traceback(case, corpus, tiny_model, tmp_path, capsys):
+    _make_files(tmp_path)
+    argv, fragment = _mistakes(tmp_path, corpus, tiny_model)[case]
+    code = main(argv)  # an exception escaping here is a traceback the user would have seen
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert err and err[-1].startswith("elmo: error: ") and fragment in err[-1], err
+    assert not any(line.startswith("Traceback") for line in err)

@@ -1,0 +1,62 @@
+"""The char-CNN encoder against the textbook computation: one Conv1d per width over all 50 positions."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elmo.char_encoding import batch_to_ids
+from elmo.config import CharCNNConfig
+from elmo.modules.char_cnn import TOKENS_PER_CHUNK, CharCNNEncoder, content_length
+
+
+def _encoder(seed: int = 0) -> CharCNNEncoder:
+    torch.manual_seed(seed)
+    encoder = CharCNNEncoder(CharCNNConfig(filters=[(1, 4), (2, 6), (3, 8), (7, 5)], embedding_dim=5, n_highway=1), 6)
+    with torch.no_grad():
+        for p in encoder.parameters():
+            p.normal_()
+    return encoder.eval()
+
+
+def _textbook(encoder: CharCNNEncoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """(N, W) -> (N, P): every conv over all W positions, max, bias, activation, highway, projection."""
+    x = encoder.char_embedding(char_ids).transpose(1, 2)  # (N, E, W)
+    pooled = torch.cat([conv(x).amax(dim=2) for conv in encoder.convolutions], dim=1)
+    x = encoder.highway(encoder.activation(pooled))
+    return encoder.projection(x)
+
+
+def test_content_length_finds_the_trailing_padding():
+    ids = batch_to_ids([["a", "hello", "x" * 60]])[0]  # (3, 50): BOW chars EOW, then padding
+    ids = torch.cat([ids, torch.zeros(1, 50, dtype=torch.long)])  # a masked token
+    assert content_length(ids).tolist() == [3, 7, 49, 0]
+
+
+def test_trimmed_positions_give_the_textbook_output_exactly():
+    words = ["a", "the", "Tokenisation", "ünïcödé", "x" * 48, "y" * 70, "", "<S>", ",", "1984"]
+    ids = batch_to_ids([words])[0]
+    ids = torch.cat([ids, torch.zeros(1, 50, dtype=torch.long)])  # a masked (padding) token
+    encoder = _encoder()
+    with torch.no_grad():
+        torch.testing.assert_close(encoder.encode_tokens(ids), _textbook(encoder, ids), rtol=1e-5, atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=3 * TOKENS_PER_CHUNK))
+def test_any_tokens_in_any_order_match_the_textbook(words):
+    ids = batch_to_ids([words])[0]
+    encoder = _encoder(1)
+    with torch.no_grad():
+        torch.testing.assert_close(encoder.encode_tokens(ids), _textbook(encoder, ids), rtol=1e-5, atol=1e-4)
+
+
+def test_gradients_match_the_textbook():
+    ids = batch_to_ids([["short", "a", "considerably-longer-token", "mid", "x" * 45] * 60])[0]
+    a, b = _encoder(2).train(), _encoder(2).train()
+    a.encode_tokens(ids).square().sum().backward()
+    _textbook(b, ids).square().sum().backward()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        scale = pb.grad.abs().max()
+        torch.testing.assert_close(pa.grad / scale, pb.grad / scale, rtol=0, atol=1e-4, msg=name)

@@ -1,0 +1,40 @@
+"""Training presets: the learning-rate schedules and the validation of the new keys."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from elmo.errors import ConfigError
+from elmo.train_config import TrainConfig, lr_factor
+
+
+def test_constant_schedule_is_the_original():
+    assert [lr_factor("constant", s, 100) for s in (0, 50, 99)] == [1.0, 1.0, 1.0]
+
+
+def test_warmup_then_linear_decay_reaches_zero_at_the_end():
+    factors = [lr_factor("linear", s, 110, warmup_steps=10) for s in range(110)]
+    assert factors[:3] == pytest.approx([0.1, 0.2, 0.3])
+    assert factors[9] == 1.0 and factors[10] == 1.0
+    assert factors[60] == pytest.approx(0.5)
+    assert factors[-1] == pytest.approx(0.01)
+    assert all(a >= b for a, b in zip(factors[9:], factors[10:]))
+
+
+def test_cosine_decay():
+    assert lr_factor("cosine", 0, 100) == 1.0
+    assert lr_factor("cosine", 50, 100) == pytest.approx(0.5)
+    assert lr_factor("cosine", 25, 100) == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+    assert lr_factor("cosine", 200, 100) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("optimizer", "sgd", "optimizer: expected one of adagrad, adam"),
+    ("lr_schedule", "step", "lr_schedule: expected one of constant, linear, cosine"),
+    ("warmup_steps", -1, "warmup_steps: expected a non-negative integer"),
+])
+def test_bad_values_are_named(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**{key: value})
