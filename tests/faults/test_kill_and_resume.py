@@ -9,6 +9,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -64,16 +65,17 @@ def test_training_killed_at_random_moments_resumes_bit_identically(corpus, tmp_p
     _assert_same_weights(reference, run)
 
 
-def test_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(corpus, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(corpus, tmp_path, signum):
     run = tmp_path / "terminated"
     endless = ["--max-steps", "1000000", "--checkpoint-every", "1000000", "--log-every", "10"]
     proc = start_elmo(*train_args(corpus, run, *endless))
     _wait_for(lambda: (run / "tensorboard").is_dir(), proc)  # the loop has started
     time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    proc.send_signal(signum)
+    assert proc.wait(timeout=60) == 128 + signum
     message = proc.stderr.read()
-    assert "Traceback" not in message and "stopped by SIGTERM at step" in message and "--resume" in message
+    assert "Traceback" not in message and f"stopped by {signum.name} at step" in message and "--resume" in message
     stopped_at = latest_checkpoint(run)
     assert stopped_at is not None, "SIGTERM must leave a checkpoint of the step it stopped at"
     step = int(stopped_at.name.split("-")[1])

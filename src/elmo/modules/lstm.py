@@ -11,10 +11,12 @@ bias is the file's bias, so weights round-trip bit for bit.
 
 Speed: the input half of the gate GEMM does not depend on the recurrence, so it is computed for all time steps
 at once (one large GEMM); each step is then one (B, P) x (P, 4C) GEMM, the elementwise gate math and the
-projection. Without autograd (inference), :func:`_run_inference` goes further, as the original's CUDA-free
-fast paths do: rows are sorted by length so step t only touches the n_t rows still running (no masking), the
-forget offset is added once for all steps, and the gate math runs in place on preallocated buffers. The memory
-cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate rounding.
+projection. Training windows (no mask) run as one autograd node with a hand-written backward
+(:mod:`elmo.modules.lstm_bptt`). Without autograd (inference), :func:`_run_inference` goes further, as the
+original's CUDA-free fast paths do: rows are sorted by length so step t only touches the n_t rows still running
+(no masking), the forget offset is added once for all steps, and the gate math runs in place on preallocated
+buffers. The memory cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate
+rounding.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from elmo.modules.lstm_bptt import LstmWindow
 from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
@@ -73,6 +76,24 @@ class LstmCellWithProjection(nn.Module):
         """
         if not torch.is_grad_enabled():
             return self._run_inference(inputs, mask, state)
+        if mask is None and inputs.shape[1] > 0 and not torch.is_autocast_enabled(inputs.device.type):
+            return self._run_window(inputs, state)  # training windows: every row runs all T steps
+        return self._run_autograd(inputs, mask, state)
+
+    def _run_window(self, inputs: torch.Tensor, state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
+        """Unmasked (B, T, in) with gradients: the hand-written BPTT of :class:`LstmWindow`."""
+        h, c = state if state is not None else self.zero_state(inputs.shape[0], inputs)
+        x_gates = self.input_linearity(inputs).transpose(0, 1).contiguous()  # (T, B, 4C): all steps in one GEMM
+        projection = self.projection.weight if self.projection is not None else None
+        proj_clip = self.proj_clip if self.projection is not None else None
+        out, h, c = LstmWindow.apply(x_gates, h, c, self.state_linearity.weight, projection, self.forget_bias,
+                                     self.cell_clip, proj_clip)
+        return out.transpose(0, 1), (h, c)  # (B, T, P)
+
+    def _run_autograd(
+        self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None
+    ) -> tuple[torch.Tensor, LstmState]:
+        """Step by step with autograd recording: masked batches, autocast."""
         batch, time, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
         x_gates = self.input_linearity(inputs)  # (B, T, 4C): all time steps in one GEMM

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The PTB language-model benchmark of docs/training.md: vocabulary, training with the `ptb` preset (about 1.5 hours
+# on 2 CPU cores), export to the original format, full-softmax perplexity of the export (one stream).
+# Usage: experiments/ptb.sh [PTB_DIR] [RUN_DIR]   (defaults: ../shared/data/lm/ptb, runs/ptb)
+# Resumable: after an interruption, rerun the same command and training continues from its newest checkpoint.
+set -euo pipefail
+data=${1:-../shared/data/lm/ptb}
+run=${2:-runs/ptb}
+elmo=${ELMO:-elmo}
+mkdir -p "$(dirname "$run")"
+[ -f "$run.vocab.txt" ] || "$elmo" vocab "$data/ptb.train.txt" -o "$run.vocab.txt"
+resume=()
+[ -d "$run/checkpoints" ] && resume=(--resume)
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$elmo" train --config ptb --train "$data/ptb.train.txt" \
+    --valid "$data/ptb.valid.txt" --vocab "$run.vocab.txt" --out "$run" --no-progress "${resume[@]}"
+"$elmo" export "$run" "$run-export"
+"$elmo" perplexity --model "$run-export" --data "$data/ptb.valid.txt" --json | tee "$run-valid.json"

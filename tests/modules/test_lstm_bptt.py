@@ -1,0 +1,73 @@
+"""The hand-written BPTT of a training window against autograd through the step-by-step cell."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from elmo.modules.lstm import LstmCellWithProjection
+from elmo.modules.lstm_bptt import LstmWindow
+
+
+def _cell(projection: bool, clip: float | None, seed: int = 0) -> LstmCellWithProjection:
+    torch.manual_seed(seed)
+    cell = LstmCellWithProjection(5, 6, 4 if projection else 6, cell_clip=clip, proj_clip=clip).double()
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.normal_(0.0, 0.8)  # large enough that both clips are active somewhere
+    return cell
+
+
+def _inputs(seed: int = 1):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(3, 7, 5, dtype=torch.float64, generator=generator)
+
+
+@pytest.mark.parametrize("projection", [True, False])
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_window_matches_autograd_values_and_gradients(projection, clip):
+    cell = _cell(projection, clip)
+    x = _inputs().requires_grad_()
+    h0 = torch.randn(3, cell.output_dim, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(3, 7, cell.output_dim, dtype=torch.float64)
+
+    def loss(run):
+        out, (h, c) = run(x, None, (h0, c0))
+        return (out * weights).sum() + (h * 0.3).sum() + (c * 0.7).sum(), out, h, c
+
+    results = []
+    for run in (cell._run_autograd, cell.forward):
+        total, out, h, c = loss(run)
+        grads = torch.autograd.grad(total, [x, h0, c0, *cell.parameters()])
+        results.append((out, h, c, grads))
+    (out_a, h_a, c_a, grads_a), (out_b, h_b, c_b, grads_b) = results
+    torch.testing.assert_close(out_b, out_a, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h_b, h_a, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(c_b, c_a, rtol=1e-12, atol=1e-12)
+    names = ["x", "h0", "c0", *(n for n, _ in cell.named_parameters())]
+    for name, ga, gb in zip(names, grads_a, grads_b):
+        torch.testing.assert_close(gb, ga, rtol=1e-10, atol=1e-10, msg=name)
+    if clip is not None:
+        assert (c_a.abs() == clip).any() or (out_a.abs() == clip).any(), "the clips must be exercised"
+
+
+def test_gradcheck():
+    cell = _cell(True, 0.5)
+    x_gates = cell.input_linearity(_inputs()).transpose(0, 1).contiguous().detach().requires_grad_()
+    h0 = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    w_state = cell.state_linearity.weight.detach().clone().requires_grad_()
+    w_proj = cell.projection.weight.detach().clone().requires_grad_()
+    torch.autograd.gradcheck(lambda *a: LstmWindow.apply(*a, 1.0, 0.5, 0.5), (x_gates, h0, c0, w_state, w_proj))
+
+
+def test_training_uses_the_window_and_masked_batches_do_not():
+    cell = _cell(True, 3.0).float()
+    x = torch.randn(2, 4, 5, requires_grad=True)
+    out, _ = cell(x)
+    nodes = {type(out.grad_fn).__name__} | {type(f).__name__ for f, _ in out.grad_fn.next_functions if f is not None}
+    assert "LstmWindowBackward" in nodes
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])
+    out_masked, _ = cell(x, mask)
+    assert not torch.equal(out_masked[1, 2:], out[1, 2:]) and torch.all(out_masked[1, 2:] == 0)
