@@ -226,6 +226,7 @@ class Embedder:
             "input": str(input_path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
             "layers": layers, "output_dtype": dtype, "sentence_keys": sentence_keys, "errors": errors,
             "chunk_size": self.chunk_size, "precision": self.precision, "stateful": self.stateful,
+            "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
         }
 
     @staticmethod
@@ -233,10 +234,10 @@ class Embedder:
         if not use_sentence_keys:
             return str(line.index)
         key = " ".join(line.tokens)
-        if key in seen or "/" in key or key in ("", "."):
+        if key in seen or "/" in key or "\x00" in key or key in ("", "."):
             raise InputFileError(
                 f"{input_path}, line {line.index + 1}: cannot use the sentence as a key "
-                "(duplicate, empty, or contains '/'); drop --use-sentence-keys"
+                "(duplicate, empty, or contains '/' or a NUL character); drop --use-sentence-keys"
             )
         seen.add(key)
         return key

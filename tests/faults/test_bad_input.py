@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from elmo.char_encoding import batch_to_ids
@@ -33,6 +33,8 @@ def _lines_in(path: Path) -> dict[str, np.ndarray]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(LINE_BYTES, max_size=6), errors=st.sampled_from(["strict", "replace"]))
+@example(lines=[b"nul\x00inside", b"\x00", b""], errors="strict")  # found by this test in CI: HDF5 strings and NUL
+@example(lines=[b"caf\xe9", b"ok"], errors="strict")
 def test_arbitrary_bytes_give_aligned_output_or_an_error_naming_the_line(embedder, tmp_path_factory, lines, errors):
     directory = tmp_path_factory.mktemp("fuzz")
     text, out = directory / "in.txt", directory / "out.hdf5"

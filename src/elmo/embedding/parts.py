@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
-import numpy as np
 
 from elmo.atomic_files import write_failure
 from elmo.errors import ElmoError, OutputWriteError
@@ -96,8 +95,9 @@ class Parts:
         try:
             with h5py.File(tmp, "w") as f:
                 yield f
-                f.create_dataset(KEYS, data=np.array(keys, dtype=object), dtype=h5py.string_dtype())
-                f.create_dataset(SENTENCES, data=np.array(sentences, dtype=object), dtype=h5py.string_dtype())
+                # JSON, not HDF5 string arrays: a sentence may hold a NUL character, which HDF5 strings cannot
+                f.create_dataset(KEYS, data=json.dumps(list(keys)), dtype=h5py.string_dtype())
+                f.create_dataset(SENTENCES, data=json.dumps(list(sentences)), dtype=h5py.string_dtype())
             os.replace(tmp, self.path(chunk))
         except (OSError, RuntimeError) as e:
             raise OutputWriteError(
@@ -124,11 +124,11 @@ class Parts:
             with h5py.File(tmp, "w") as out:
                 for chunk in range(n_chunks):
                     with h5py.File(self.path(chunk), "r") as part:
-                        keys = [k.decode() if isinstance(k, bytes) else k for k in part[KEYS][...]]
+                        keys = json.loads(part[KEYS].asstr()[()])
                         for key in keys:
                             part.copy(part[key], out, name=key)
                         if not forget_sentences:
-                            texts = part[SENTENCES].asstr()[...]
+                            texts = json.loads(part[SENTENCES].asstr()[()])
                             sentence_to_index.update(zip(texts, keys))
                 if not forget_sentences:
                     dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
