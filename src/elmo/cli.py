@@ -234,7 +234,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True) -> None:
-    parser.add_argument("--config", required=require_config, help="preset (original, small, cpu, tiny) or JSON file")
+    parser.add_argument("--config", required=require_config,
+                        help="preset (original, small, cpu, ptb, tiny) or JSON file")
     parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs")
     parser.add_argument("--vocab", required=True, help="vocabulary file from `elmo vocab` (<S>, </S>, <UNK> first)")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")
