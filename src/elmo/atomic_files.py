@@ -48,16 +48,23 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
 
 
-def write_failure(error: BaseException) -> str:
-    """A one-line reason for a failed write ("File too large", "No space left on device", ...).
-
-    Libraries report the errno in their own words (h5py: ``errno = 27``, safetensors: ``os error 27``).
-    """
+def errno_of(error: BaseException) -> int | None:
+    """The OS error number behind a failed write, also where a library reports it only in its message
+    (h5py: ``errno = 27``, safetensors: ``os error 27``)."""
     code = getattr(error, "errno", None)
-    if not code:
-        found = re.search(r"errno = (\d+)|os error (\d+)|\[Errno (\d+)\]", str(error))
-        code = int(next(g for g in found.groups() if g)) if found else None
     if code:
-        return os.strerror(code)
+        return code
+    found = re.search(r"errno = (\d+)|os error (\d+)|\[Errno (\d+)\]", str(error))
+    return int(next(g for g in found.groups() if g)) if found else None
+
+
+def first_line(error: BaseException) -> str:
+    """An exception's message as one line (library messages can span many)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def write_failure(error: BaseException) -> str:
+    """A one-line reason for a failed write ("File too large", "No space left on device", ...)."""
+    code = errno_of(error)
+    return os.strerror(code) if code else first_line(error)

@@ -24,6 +24,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
+from elmo.atomic_files import first_line
 from elmo.errors import WeightFileError
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -110,5 +111,4 @@ def read_torch_state(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any failure here means an unusable file
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise WeightFileError(f"{path}: not a readable checkpoint file ({reason})") from e
+        raise WeightFileError(f"{path}: not a readable checkpoint file ({first_line(e)})") from e

@@ -322,7 +322,7 @@ class Trainer:
                                    f"not writing it (newest good checkpoint: {latest})")
         try:
             return self._write_checkpoint()
-        except (OSError, RuntimeError) as e:  # torch.save reports a failed write as RuntimeError
+        except OSError as e:  # files are serialised in memory first, so a failed write is an OSError
             latest = ckpt.latest_checkpoint(self.spec.run_dir)
             reason = write_failure(e)
             raise OutputWriteError(

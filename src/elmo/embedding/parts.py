@@ -24,7 +24,7 @@ from pathlib import Path
 
 import h5py
 
-from elmo.atomic_files import write_failure
+from elmo.atomic_files import errno_of, write_failure
 from elmo.errors import ElmoError, OutputWriteError
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,8 @@ class Parts:
                 f.create_dataset(SENTENCES, data=json.dumps(list(sentences)), dtype=h5py.string_dtype())
             os.replace(tmp, self.path(chunk))
         except (OSError, RuntimeError) as e:
+            if errno_of(e) is None:  # not a failed write (e.g. an error of the computation in the block)
+                raise
             raise OutputWriteError(
                 f"{tmp}: cannot write ({write_failure(e)}); the finished parts in {self.directory} are kept: free "
                 "space and rerun with --resume"
@@ -136,7 +138,7 @@ class Parts:
             os.replace(tmp, self.output)
         except BaseException as e:
             tmp.unlink(missing_ok=True)
-            if isinstance(e, (OSError, RuntimeError)):  # h5py reports some failed writes as RuntimeError
+            if isinstance(e, (OSError, RuntimeError)) and errno_of(e) is not None:  # h5py: some as RuntimeError
                 raise OutputWriteError(
                     f"{self.output}: cannot write ({write_failure(e)}); the finished parts in {self.directory} are "
                     "kept: free space and rerun with --resume"
