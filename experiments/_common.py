@@ -55,6 +55,11 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     parser.add_argument("--corpus", required=True, help="the biLM's training text, for the baseline word vectors")
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "tasks"), help="task data root")
     parser.add_argument("--out", help="results directory (default runs/experiments, or runs/experiments-quick)")
+    parser.add_argument(
+        "--tasks", nargs="+", choices=tuple(FILES), default=list(FILES),
+        help="tasks to run (default both); two processes with one task each use both cores, then a run without "
+        "--tasks reuses their runs and writes the whole table",
+    )
     parser.add_argument("--seeds", type=int, default=default_seeds, help=f"seeds per setting (default {default_seeds})")
     parser.add_argument("--device", help="torch device (default: cuda if available)")
     parser.add_argument(
@@ -75,7 +80,7 @@ def word_vectors(args: argparse.Namespace) -> Path:
     path = args.out / "word_vectors.txt"
     if path.is_file():
         return path
-    corpus, dim, epochs = Path(args.corpus), 100, 5
+    corpus, dim, epochs = Path(args.corpus), 100, 3
     if args.quick:
         with (gzip.open if corpus.suffix == ".gz" else open)(corpus, "rt", encoding="utf-8") as f:
             write_text_atomic(args.out / "corpus.quick.txt", "".join(islice(f, QUICK_CORPUS_LINES)))
@@ -106,7 +111,9 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
     limit = QUICK_LIMIT if args.quick else None
     data = load_task_data(task, train, dev, test, train_fraction=fraction, limit=limit, seed=seed)
     log.info("run %s/%s: %d train sentences", task, name, len(data.train))
-    cache = args.out / "cache" / f"{bilm_fingerprint(args.bilm)}.h5"
+    cache = None  # one per task (one writer per file); the baseline needs no biLM, so it can run before one exists
+    if config.elmo.enabled:
+        cache = args.out / "cache" / f"{bilm_fingerprint(args.bilm)}-{task}.h5"
     runner = build_runner(config, data, word_vectors(args), args.bilm, cache, args.device)
     try:
         result = train_task(runner, data, run_dir, args.bilm)

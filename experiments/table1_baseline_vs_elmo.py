@@ -13,7 +13,7 @@ from _common import METRIC, markdown_table, mean_std, parse_args, run, write_tab
 def main() -> None:
     args = parse_args(__doc__)
     rows = []
-    for task in ("ner", "sst"):
+    for task in args.tasks:
         scores = {v: [run(args, task, v, seed)["test"] for seed in range(args.seeds)] for v in ("baseline", "elmo")}
         gain = statistics.mean(scores["elmo"]) - statistics.mean(scores["baseline"])
         spread = max(statistics.stdev(s) if len(s) > 1 else 0.0 for s in scores.values())

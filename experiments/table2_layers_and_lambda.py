@@ -13,7 +13,7 @@ COLUMNS = [("baseline", "baseline"), ("elmo-top", "last only"), ("elmo-lambda1",
 def main() -> None:
     args = parse_args(__doc__)
     rows = []
-    for task in ("ner", "sst"):
+    for task in args.tasks:
         for split in ("dev", "test"):
             cells = [mean_std([run(args, task, v, s)[split] for s in range(args.seeds)]) for v, _ in COLUMNS]
             rows.append([task, split, *cells])

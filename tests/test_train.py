@@ -162,3 +162,12 @@ def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
     assert lrs == pytest.approx([0.01, 0.0075, 0.005, 0.0025])
     state = torch.load(latest_checkpoint(run) / "optimizer.pt", weights_only=True)
     assert "exp_avg_sq" in next(iter(state["state"].values()))
+
+
+def test_logged_losses_are_window_means_of_both_directions(corpus, tmp_path):
+    run = tmp_path / "log"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "6", "--log-every", "3")]) == 0
+    history = json.loads((run / "history.json").read_text())
+    assert [h["step"] for h in history] == [3, 6]
+    for h in history:  # loss = (forward + backward) / 2 at every step, so also for the means over a log window
+        assert h["train_loss"] == pytest.approx(0.5 * (h["train_forward_loss"] + h["train_backward_loss"]), rel=1e-6)

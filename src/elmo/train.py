@@ -239,15 +239,15 @@ class Trainer:
                 self._stop_cleanly(bar)
             window_tokens += self.global_rows * self.spec.train.unroll_steps
             if math.isfinite(stats["loss"]):
-                window_losses.append(stats["loss"])
+                window_losses.append((stats["loss"], stats["forward"], stats["backward"]))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{stats['loss']:.3f}")
             step = self.state.step
             if step % self.spec.train.log_every == 0 or step == self.total_steps:
                 elapsed = time.perf_counter() - window_start
-                mean_loss = sum(window_losses) / len(window_losses) if window_losses else math.nan
-                self._log_train(stats, mean_loss, window_tokens / max(elapsed, 1e-9))
+                means = [sum(v) / len(v) for v in zip(*window_losses)] if window_losses else [math.nan] * 3
+                self._log_train(stats, *means, window_tokens / max(elapsed, 1e-9))
                 window_start, window_tokens, window_losses = time.perf_counter(), 0, []
             if self.spec.train.eval_every and step % self.spec.train.eval_every == 0 and step < self.total_steps:
                 self.evaluate()
@@ -274,17 +274,22 @@ class Trainer:
     def loss_name(self) -> str:
         return "sampled-softmax" if self.lm.sampler is not None else "full-softmax"
 
-    def _log_train(self, stats: dict[str, float], mean_loss: float, tokens_per_s: float) -> None:
+    def _log_train(
+        self, stats: dict[str, float], mean_loss: float, mean_forward: float, mean_backward: float,
+        tokens_per_s: float,
+    ) -> None:
+        """One log line: losses averaged over the steps since the last line; grad norm of the last step."""
         if not self.info.is_main:
             return
         lr = self.optimizer.param_groups[0]["lr"]
         step = self.state.step
         log.info(
             "step %d/%d | train loss (%s) %.4f (fwd %.4f, bwd %.4f) | exp(loss) %.1f | lr %g | grad norm %.2f | "
-            "%.0f tokens/s", step, self.total_steps, self.loss_name, mean_loss, stats["forward"], stats["backward"],
+            "%.0f tokens/s", step, self.total_steps, self.loss_name, mean_loss, mean_forward, mean_backward,
             math.exp(min(mean_loss, 50.0)), lr, stats["grad_norm"], tokens_per_s,
         )
-        entry = {"step": step, "train_loss": mean_loss, "tokens_per_s": tokens_per_s, "lr": lr,
+        entry = {"step": step, "train_loss": mean_loss, "train_forward_loss": mean_forward,
+                 "train_backward_loss": mean_backward, "tokens_per_s": tokens_per_s, "lr": lr,
                  "grad_norm": stats["grad_norm"]}
         self.state.history.append(entry)
         if self.writer is not None:
