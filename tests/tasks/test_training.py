@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -117,3 +122,24 @@ def test_activation_cache_refuses_another_bilm(bilm_dir, tmp_path):
     ActivationCache(Embedder(load_bilm(bilm_dir), device="cpu"), tmp_path / "acts.h5").close()
     with pytest.raises(InputFileError, match="made with another biLM"):
         ActivationCache(Embedder(random_bilm(seed=1), device="cpu"), tmp_path / "acts.h5")
+
+
+def test_activation_cache_is_shared_by_processes_once_filled(bilm_dir, tmp_path):
+    """A second run (another process) trains from the cache while the first still has it open."""
+    from elmo import Embedder, load_bilm
+    from elmo.tasks import ActivationCache
+
+    sentences = [["a", "b"], ["c", "d", "e"]]
+    first = ActivationCache(Embedder(load_bilm(bilm_dir), device="cpu"), tmp_path / "acts.h5", progress=False)
+    assert first.ensure(sentences) == 2
+    second = (
+        "import sys\nfrom elmo import Embedder, load_bilm\nfrom elmo.tasks import ActivationCache\n"
+        f"cache = ActivationCache(Embedder(load_bilm({str(bilm_dir)!r}), device='cpu'), {str(tmp_path / 'acts.h5')!r})\n"
+        f"print(cache.ensure({sentences!r}), cache.get(['c', 'd', 'e']).shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", second], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    expected_shape = first.get(["c", "d", "e"]).shape
+    first.close()
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.split(None, 1) == ["0", f"{expected_shape}\n"]

@@ -98,7 +98,9 @@ class ActivationCache:
 
     The HDF5 file only grows: sentences already in it are never recomputed, so every seed, ablation and data
     fraction of an experiment shares one pass of the biLM over each sentence. It records a hash of the biLM's
-    weights and refuses to serve another biLM.
+    weights and refuses to serve another biLM. The file is open for writing only while :meth:`ensure` adds
+    sentences and read-only otherwise, so several processes can train from one cache at the same time once it
+    holds their sentences.
     """
 
     def __init__(self, embedder: Embedder, path: str | os.PathLike | None = None, progress: bool = True) -> None:
@@ -109,21 +111,25 @@ class ActivationCache:
         self._file: h5py.File | None = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self._file = h5py.File(self.path, "a")
-            except OSError as e:
-                raise InputFileError(
-                    f"{self.path}: cannot open the activation cache ({e}); is another run using it, or was it "
-                    "left damaged by a crash? (then delete it)"
-                ) from e
-            self._check_owner(weights_hash(embedder.bilm))
+            signature = weights_hash(embedder.bilm)
+            if not self.path.exists():
+                self._open("a").attrs["bilm_weights_sha1"] = signature
+            self._open("r")
+            if self._file.attrs.get("bilm_weights_sha1") != signature:
+                self.close()
+                raise InputFileError(f"{self.path}: this activation cache was made with another biLM; use another file")
 
-    def _check_owner(self, signature: str) -> None:
-        assert self._file is not None
-        owner = self._file.attrs.setdefault("bilm_weights_sha1", signature)
-        if owner != signature:
-            self._file.close()
-            raise InputFileError(f"{self.path}: this activation cache was made with another biLM; use another file")
+    def _open(self, mode: str) -> h5py.File:
+        assert self.path is not None
+        self.close()
+        try:
+            self._file = h5py.File(self.path, mode)
+        except OSError as e:
+            raise InputFileError(
+                f"{self.path}: cannot open the activation cache ({e}); is another run adding sentences to it, or "
+                "was it left damaged by a crash? (then delete it)"
+            ) from e
+        return self._file
 
     def __contains__(self, words: Sequence[str]) -> bool:
         key = sentence_key(words)
@@ -137,15 +143,19 @@ class ActivationCache:
                 missing[sentence_key(words)] = list(words)
         if not missing:
             return 0
+        if self.path is not None:
+            self._open("a")
         bar = tqdm(total=len(missing), desc="biLM activations", unit="sent", disable=not self.progress, leave=False)
-        for (key, words), layers in zip(missing.items(), self.embedder.embed_sentences(missing.values())):
-            if layers.shape[1] != len(words):
-                raise RuntimeError(f"Embedder returned {layers.shape[1]} vectors for a {len(words)}-token sentence")
-            self._store(key, layers.astype(np.float32, copy=False))
-            bar.update(1)
-        bar.close()
-        if self._file is not None:
-            self._file.flush()
+        try:
+            for (key, words), layers in zip(missing.items(), self.embedder.embed_sentences(missing.values())):
+                if layers.shape[1] != len(words):
+                    raise RuntimeError(f"Embedder returned {layers.shape[1]} vectors for a {len(words)}-token sentence")
+                self._store(key, layers.astype(np.float32, copy=False))
+                bar.update(1)
+        finally:
+            bar.close()
+            if self.path is not None:
+                self._open("r")
         return len(missing)
 
     def _store(self, key: str, layers: np.ndarray) -> None:
