@@ -154,10 +154,11 @@ def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
     assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
 
 
-def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
+def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path, caplog):
     run = tmp_path / "adam"
     assert main(["-q", *_args(corpus, run, "--max-steps", "4", "--log-every", "1", "--optimizer", "adam",
                               "--learning-rate", "0.01", "--lr-schedule", "linear")]) == 0
+    assert "optimizer adam with the sampled softmax" in caplog.text  # the tiny preset samples its softmax
     lrs = [h["lr"] for h in json.loads((run / "history.json").read_text())]
     assert lrs == pytest.approx([0.01, 0.0075, 0.005, 0.0025])
     state = torch.load(latest_checkpoint(run) / "optimizer.pt", weights_only=True)
@@ -171,3 +172,24 @@ def test_logged_losses_are_window_means_of_both_directions(corpus, tmp_path):
     assert [h["step"] for h in history] == [3, 6]
     for h in history:  # loss = (forward + backward) / 2 at every step, so also for the means over a log window
         assert h["train_loss"] == pytest.approx(0.5 * (h["train_forward_loss"] + h["train_backward_loss"]), rel=1e-6)
+
+
+def test_state_reset_zeroes_the_drawn_rows_before_a_window(corpus, tmp_path):
+    from elmo.distributed import DistInfo
+    from elmo.train import Trainer, TrainSpec
+    from elmo.train_presets import load_preset
+
+    config, train = load_preset("tiny", {"state_reset_prob": 0.5})
+    spec = TrainSpec(config, train, corpus["vocab"], [str(corpus["train"])], tmp_path / "run", progress=False)
+    trainer = Trainer(spec, DistInfo(), torch.device("cpu"))
+    trainer.lstm_state = tuple(torch.ones_like(s) for s in trainer.lstm_state)  # as if carried from a window
+    seen = []
+    forward = trainer.model.forward
+    trainer.model.forward = lambda *args: seen.append(args[5]) or forward(*args)
+    draws = torch.Generator().set_state(trainer.sampler_generator.get_state())
+    trainer.train_step(trainer.next_batch())
+    reset = torch.rand(trainer.global_rows, generator=draws) < 0.5  # the trainer's draw, repeated
+    h, c = seen[0]  # (2, L, B, P), (2, L, B, C) handed to the model
+    assert 0 < int(reset.sum()) < trainer.global_rows
+    for rows, value in ((reset, 0.0), (~reset, 1.0)):
+        assert bool((h[:, :, rows] == value).all()) and bool((c[:, :, rows] == value).all())

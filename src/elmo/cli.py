@@ -154,7 +154,7 @@ def _train_overrides(args: argparse.Namespace) -> dict:
              "checkpoint_every": "checkpoint_every", "keep_checkpoints": "keep_checkpoints",
              "log_every": "log_every", "eval_every": "eval_every", "learning_rate": "learning_rate",
              "dropout": "dropout", "n_epochs": "n_epochs", "unroll_steps": "unroll_steps", "optimizer": "optimizer",
-             "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps"}
+             "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps", "state_reset_prob": "state_reset_prob"}
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
     if args.bf16:
         overrides["bf16"] = True
@@ -250,6 +250,9 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
                         help="learning-rate schedule over the run (preset: lr_schedule, default constant)")
     parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps (preset: warmup_steps, default 0)")
     parser.add_argument("--dropout", type=float, help="dropout on LSTM inputs and output (preset: dropout)")
+    parser.add_argument("--state-reset", type=float, dest="state_reset_prob",
+                        help="chance that a row's carried LSTM state is zeroed before a window (default 0, the "
+                        "original); > 0 teaches the LM to start from zeros, as stateless embedding does")
     parser.add_argument("--n-epochs", type=int, help="epochs, when --max-steps is not given")
     parser.add_argument("--negatives", type=int, help="sampled-softmax negatives per batch (preset: 8192)")
     parser.add_argument("--full-softmax", action="store_true", help="train with the full softmax (small vocabularies)")

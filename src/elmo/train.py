@@ -164,6 +164,11 @@ class Trainer:
     def train_step(self, batch: LMBatch) -> dict[str, float]:
         """Forward/backward over the micro-batches, clip, update; the carried states move on to this window's end."""
         tc = self.spec.train
+        if tc.state_reset_prob > 0:  # drawn over the global rows from the shared generator: N processes = 1 process
+            reset = torch.rand(self.global_rows, generator=self.sampler_generator) < tc.state_reset_prob
+            lo = self.info.rank * self.local_rows
+            keep = (~reset[lo : lo + self.local_rows]).to(self.device).view(1, 1, -1, 1)  # (1, 1, rows, 1)
+            self.lstm_state = (self.lstm_state[0] * keep, self.lstm_state[1] * keep)
         samples = None
         if self.lm.sampler is not None:  # one set of negatives per direction, shared by processes and micro-batches
             samples = [self.lm.sampler.sample(self.sampler_generator) for _ in range(2)]
@@ -374,8 +379,16 @@ class Trainer:
 
 
 def make_optimizer(parameters, tc: TrainConfig) -> torch.optim.Optimizer:
-    """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short runs on small corpora."""
+    """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short full-softmax runs on small corpora.
+
+    Adam with the sampled softmax is allowed but warned about: a rare word's softmax row gets a gradient only on
+    the few steps that sample or predict it, Adam turns each of those small gradients into a full learning-rate
+    step, and the rows drift until rare words outscore common ones under the full softmax (docs/training.md).
+    """
     if tc.optimizer == "adam":
+        if tc.sample_softmax:
+            log.warning("optimizer adam with the sampled softmax: rare words' softmax rows drift and held-out "
+                        "(full-softmax) perplexity can blow up; use adagrad (the original) or --full-softmax")
         return torch.optim.Adam(parameters, lr=tc.learning_rate)
     return torch.optim.Adagrad(parameters, lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value,
                                eps=0.0)

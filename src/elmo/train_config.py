@@ -79,12 +79,18 @@ class TrainConfig:
     """Parallel streams for the held-out evaluation during training (1 = one continuous stream)."""
     max_bad_steps: int = 10
     """A step with a non-finite loss or gradient is skipped; this many in a row stop the run."""
+    state_reset_prob: float = 0.0
+    """Chance that a row's carried LSTM state is zeroed before a window (0 in the original, which starts a row from
+    zeros only at step 0). A model that never sees a zero state can fall, from one, into a saturated regime it never
+    leaves, and stateless embedding and ``elmo perplexity`` start from zeros (docs/training.md)."""
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "unroll_steps", "n_negative_samples_batch", "n_epochs", "grad_accum_steps",
                      "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows", "max_bad_steps"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name}: expected a positive integer, got {getattr(self, name)}")
+        if not 0.0 <= self.state_reset_prob < 1.0:
+            raise ConfigError(f"state_reset_prob: expected a value in [0, 1), got {self.state_reset_prob}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout: expected a value in [0, 1), got {self.dropout}")
         if self.optimizer not in OPTIMIZERS:

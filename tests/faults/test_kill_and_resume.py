@@ -17,7 +17,7 @@ from elmo.checkpoint import latest_checkpoint
 from tests.faults.conftest import elmo, start_elmo, train_args
 
 TRAIN_STEPS = ["--max-steps", "40", "--checkpoint-every", "4", "--log-every", "10", "--optimizer", "adam",
-               "--learning-rate", "0.01", "--lr-schedule", "cosine"]
+               "--learning-rate", "0.01", "--lr-schedule", "cosine", "--state-reset", "0.2"]
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
