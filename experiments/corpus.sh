@@ -8,16 +8,11 @@
 #
 # A 2-hour run sees a fraction of one pass over the corpus, and the trainer reads one shard at a time (shards in a
 # shuffled order, sentences shuffled within a shard). So every shard must be a sample of the whole corpus: the
-# lines of all three files are dealt round-robin into 80 shards. (Cutting the book-ordered Gutenberg file into
-# consecutive pieces instead made each shard one or two books; the model then tracked the book it was reading and
-# scored held-out perplexity 870 on BBC News at step 3000.) The news is dealt twice (up-weighted 2x: CoNLL-2003 is
+# lines of all three files are dealt round-robin into 80 shards (cut into consecutive pieces, each shard of the
+# book-ordered Gutenberg file would hold one or two books). The news is dealt twice (up-weighted 2x: CoNLL-2003 is
 # Reuters text).
 #
-# The optimizer is the original's (the `cpu` preset: Adagrad, lr 0.2, initial accumulator 1.0). Adam with the
-# sampled softmax failed here: a rare word's softmax row gets a gradient only on the few steps that sample it or
-# predict it, Adam scales each of those small gradients up to a full learning-rate step, and the rows drifted
-# towards the common directions of the hidden states; at step 1000 the backward LM gave rare words such as
-# "twopence" logits of 16 after every word and scored 24.5 nats per token on held-out text (training loss 4.8).
+# The optimizer is the original's (the `cpu` preset: Adagrad, lr 0.2, initial accumulator 1.0).
 #
 # --state-reset 0.05 zeroes a row's carried LSTM state before 5% of the windows. The original starts a row from
 # zeros only at step 0; such a model, started from zeros (stateless embedding, `elmo perplexity`), can fall into a

@@ -154,11 +154,10 @@ def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
     assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
 
 
-def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path, caplog):
+def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
     run = tmp_path / "adam"
     assert main(["-q", *_args(corpus, run, "--max-steps", "4", "--log-every", "1", "--optimizer", "adam",
                               "--learning-rate", "0.01", "--lr-schedule", "linear")]) == 0
-    assert "optimizer adam with the sampled softmax" in caplog.text  # the tiny preset samples its softmax
     lrs = [h["lr"] for h in json.loads((run / "history.json").read_text())]
     assert lrs == pytest.approx([0.01, 0.0075, 0.005, 0.0025])
     state = torch.load(latest_checkpoint(run) / "optimizer.pt", weights_only=True)

@@ -379,16 +379,8 @@ class Trainer:
 
 
 def make_optimizer(parameters, tc: TrainConfig) -> torch.optim.Optimizer:
-    """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short full-softmax runs on small corpora.
-
-    Adam with the sampled softmax is allowed but warned about: a rare word's softmax row gets a gradient only on
-    the few steps that sample or predict it, Adam turns each of those small gradients into a full learning-rate
-    step, and the rows drift until rare words outscore common ones under the full softmax (docs/training.md).
-    """
+    """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short runs on small corpora."""
     if tc.optimizer == "adam":
-        if tc.sample_softmax:
-            log.warning("optimizer adam with the sampled softmax: rare words' softmax rows drift and held-out "
-                        "(full-softmax) perplexity can blow up; use adagrad (the original) or --full-softmax")
         return torch.optim.Adam(parameters, lr=tc.learning_rate)
     return torch.optim.Adagrad(parameters, lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value,
                                eps=0.0)

@@ -132,9 +132,10 @@ def test_activation_cache_is_shared_by_processes_once_filled(bilm_dir, tmp_path)
     sentences = [["a", "b"], ["c", "d", "e"]]
     first = ActivationCache(Embedder(load_bilm(bilm_dir), device="cpu"), tmp_path / "acts.h5", progress=False)
     assert first.ensure(sentences) == 2
+    bilm, path = str(bilm_dir), str(tmp_path / "acts.h5")
     second = (
-        "import sys\nfrom elmo import Embedder, load_bilm\nfrom elmo.tasks import ActivationCache\n"
-        f"cache = ActivationCache(Embedder(load_bilm({str(bilm_dir)!r}), device='cpu'), {str(tmp_path / 'acts.h5')!r})\n"
+        "from elmo import Embedder, load_bilm\nfrom elmo.tasks import ActivationCache\n"
+        f"cache = ActivationCache(Embedder(load_bilm({bilm!r}), device='cpu'), {path!r})\n"
         f"print(cache.ensure({sentences!r}), cache.get(['c', 'd', 'e']).shape)\n"
     )
     done = subprocess.run([sys.executable, "-c", second], capture_output=True, text=True, timeout=120,
