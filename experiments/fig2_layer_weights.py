@@ -1,6 +1,7 @@
 """Figure 2 at our scale: the learned softmax-normalised ELMo layer weights, averaged over seeds.
 
-NER and SST-5 with ELMo at the input and the output (``elmo-in-out`` runs), so both mixes are shown.
+The input mix of each task's +ELMo runs (those of Table 1) and, for SST-5, both mixes of the input-and-output runs
+(those of Table 3), so the figure costs no runs of its own.
 
     python experiments/fig2_layer_weights.py --bilm BILM_DIR --corpus LM_TRAIN.txt [--seeds 3] [--quick]
 """
@@ -9,36 +10,41 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+
 from _common import markdown_table, parse_args, run, write_table
 
-MIXES = ("input", "output")
+TASK_NAMES = {"ner": "NER", "sst": "SST-5"}
 
 
 def main() -> None:
     args = parse_args(__doc__)
-    weights = {}  # (task, mix) -> (L+1,) mean softmax weights
+    mixes = []  # (label, variant, task, index of the mix in the run's layer_weights)
     for task in args.tasks:
-        runs = [run(args, task, "elmo-in-out", s) for s in range(args.seeds)]
-        for i, mix in enumerate(MIXES):
-            weights[task, mix] = np.mean([r["layer_weights"][i]["weights"] for r in runs], axis=0)
+        mixes.append((f"{TASK_NAMES[task]} input", "elmo", task, 0))
+    if "sst" in args.tasks:
+        mixes += [("SST-5 in & out: input", "elmo-in-out", "sst", 0), ("SST-5 in & out: output", "elmo-in-out", "sst", 1)]
+    weights = {}  # label -> (L+1,) mean softmax weights over seeds
+    for label, variant, task, i in mixes:
+        runs = [run(args, task, variant, s) for s in range(args.seeds)]
+        weights[label] = np.mean([r["layer_weights"][i]["weights"] for r in runs], axis=0)
     n_layers = len(next(iter(weights.values())))
-    fig, axes = plt.subplots(1, 2, figsize=(7, 3), sharey=True)
-    for ax, mix in zip(axes, MIXES):
-        for k, task in enumerate(args.tasks):
-            ax.bar(np.arange(n_layers) + 0.4 * k - 0.2, weights[task, mix], width=0.4, label=task)
-        ax.set_xticks(range(n_layers), ["tokens"] + [f"LSTM {j}" for j in range(1, n_layers)])
-        ax.set_title(f"ELMo at the {mix}")
-        ax.axhline(1 / n_layers, color="gray", linewidth=0.8, linestyle="--")
-    axes[0].set_ylabel("softmax(w)")
-    axes[0].legend()
-    fig.suptitle("Learned layer weights" + (" (quick smoke run)" if args.quick else ""))
+    layer_names = ["tokens"] + [f"LSTM {j}" for j in range(1, n_layers)]
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    width = 0.8 / len(weights)
+    for k, (label, w) in enumerate(weights.items()):
+        ax.bar(np.arange(n_layers) + width * (k - (len(weights) - 1) / 2), w, width=width, label=label)
+    ax.set_xticks(range(n_layers), layer_names)
+    ax.axhline(1 / n_layers, color="gray", linewidth=0.8, linestyle="--")  # the uniform mix
+    ax.set_ylabel("softmax(w)")
+    ax.set_title("Learned layer weights" + (" (quick smoke run)" if args.quick else ""))
+    ax.legend(fontsize=8)
     fig.tight_layout()
     args.out.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out / "fig2_layer_weights.png", dpi=150)
-    rows = [[task, mix, *[f"{w:.3f}" for w in weights[task, mix]]] for task in args.tasks for mix in MIXES]
-    headers = ["task", "mix", "tokens", *[f"LSTM {j}" for j in range(1, n_layers)]]
+    rows = [[label, *[f"{x:.3f}" for x in w]] for label, w in weights.items()]
     write_table(args, "fig2_layer_weights", f"softmax(w), mean over {args.seeds} seeds",
-                markdown_table(headers, rows) + "\n![layer weights](fig2_layer_weights.png)\n")
+                markdown_table(["mix", *layer_names], rows) + "\n![layer weights](fig2_layer_weights.png)\n")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,10 @@ def _by_hand(lm, sentences, backward: bool) -> tuple[float, int]:
     return nll.mean().item(), len(targets)
 
 
-def test_perplexity_equals_a_hand_computation():
+@pytest.mark.parametrize("softmax_positions", [1, 4, 1024])  # scored per window, every 2 windows, all at once
+def test_perplexity_equals_a_hand_computation(softmax_positions):
     lm = _tiny_lm()
-    result = perplexity(lm, VOCAB, SENTENCES, rows=1, unroll_steps=3)
+    result = perplexity(lm, VOCAB, SENTENCES, rows=1, unroll_steps=3, softmax_positions=softmax_positions)
     fwd, n = _by_hand(lm, SENTENCES, backward=False)
     bwd, _ = _by_hand(lm, SENTENCES, backward=True)
     assert result.tokens == n == 10 + 3  # words + one end of sentence per line

@@ -72,8 +72,13 @@ def perplexity(
     rows: int = 1,
     unroll_steps: int = 20,
     device: torch.device | str = "cpu",
+    softmax_positions: int = 1024,
 ) -> PerplexityResult:
-    """Full-softmax perplexity of both directions over ``sentences`` (see the module docstring)."""
+    """Full-softmax perplexity of both directions over ``sentences`` (see the module docstring).
+
+    ``softmax_positions`` bounds how many predictions are scored in one product: memory is about
+    ``softmax_positions x V`` floats.
+    """
     was_training = lm.training
     lm.eval()
     pieces = split_rows(sentences, rows)
@@ -85,7 +90,9 @@ def perplexity(
         streams = [_direction_stream(p, backward) for p in pieces]
         inputs = [np.array([word_index[w] for w in s[0]], dtype=np.int64) for s in streams]
         targets = [np.array([vocab.index(w) for w in s[1]], dtype=np.int64) for s in streams]
-        total, count = _stream_loss(lm, int(backward), table, inputs, targets, unroll_steps, device)
+        total, count = _stream_loss(
+            lm, int(backward), table, inputs, targets, unroll_steps, device, softmax_positions
+        )
         losses.append(total / max(count, 1))
     lm.train(was_training)
     fwd, bwd = math.exp(losses[0]), math.exp(losses[1])
@@ -103,9 +110,14 @@ def _encode_words(lm: BiLMLanguageModel, words: list[str], device, chunk: int = 
 
 def _stream_loss(
     lm: BiLMLanguageModel, direction: int, table: torch.Tensor, inputs: list[np.ndarray],
-    targets: list[np.ndarray], unroll_steps: int, device,
+    targets: list[np.ndarray], unroll_steps: int, device, softmax_positions: int = 1024,
 ) -> tuple[float, int]:
-    """Summed cross-entropy over R padded streams run side by side in windows of T, state carried."""
+    """Summed cross-entropy over R padded streams run side by side in windows of T, state carried.
+
+    The LSTM must go window by window, but the softmax need not: top-layer states are collected until
+    ``softmax_positions`` of them are waiting, then scored in one product. With one stream a window is only T
+    positions, and scoring each alone would read the whole (V, P) softmax matrix once per 20 predictions.
+    """
     rows, longest = len(inputs), max(len(x) for x in inputs)
     index = np.zeros((rows, longest), dtype=np.int64)
     target = np.zeros((rows, longest), dtype=np.int64)
@@ -116,12 +128,18 @@ def _stream_loss(
     h, c = lm.bilm.zero_state(rows)
     state = (h[direction], c[direction])
     total, count = 0.0, 0
+    waiting: list[tuple[torch.Tensor, torch.Tensor]] = []  # (n, P) top states and (n,) their targets
+    waiting_positions = 0
     for start in range(0, longest, unroll_steps):
         window = slice(start, start + unroll_steps)
         m = mask_t[:, window]  # (R, t)
         x = table[index_t[:, window]] * m.unsqueeze(-1).to(table.dtype)  # (R, t, P)
         top, state = lm.direction_hidden(direction, x, state, None if bool(m.all()) else m)
-        loss = lm.softmax.full_loss(top[m], target_t[:, window][m], reduction="sum")
-        total += float(loss)
-        count += int(m.sum())
+        waiting.append((top[m], target_t[:, window][m]))
+        waiting_positions += len(waiting[-1][1])
+        if waiting_positions >= softmax_positions or start + unroll_steps >= longest:
+            hidden, wanted = torch.cat([w[0] for w in waiting]), torch.cat([w[1] for w in waiting])
+            total += float(lm.softmax.full_loss(hidden, wanted, reduction="sum"))
+            count += len(wanted)
+            waiting, waiting_positions = [], 0
     return total, count
