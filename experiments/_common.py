@@ -1,9 +1,13 @@
 """Shared machinery of the experiment scripts: arguments, resumable runs, tables and plots.
 
-Every run (task x variant x seed x training fraction) writes ``<out>/runs/<task>/<name>/result.json`` when it
+Every run (task x variant x seed x training fraction) writes ``<out>/runs/<task>/<name>/summary.json`` when it
 finishes; a later invocation reuses it, so an interrupted experiment resumes where it stopped, and runs shared by
 several tables (e.g. the +ELMo seeds) are trained once. The frozen biLM's activations are computed once per
-sentence into ``<out>/cache/<biLM fingerprint>.h5`` and shared by all runs.
+sentence into ``<out>/cache/<biLM fingerprint>-<task>.h5`` and shared by all runs of the task.
+
+With ``--finetune-epochs N`` the +ELMo runs of a task use a copy of the biLM whose language model was first trained
+N more epochs on the task's training sentences, labels unused (the paper's section 3.4), made once per task into
+``<out>/bilm-finetuned/``, with its held-out perplexity on the dev sentences before and after.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import gzip
 import json
 import logging
+import shutil
 import statistics
 import sys
 from dataclasses import asdict
@@ -26,9 +31,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
 
 from elmo.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
+from elmo.data import count_words, vocabulary_from_counts  # noqa: E402
+from elmo.finetune import finetune  # noqa: E402
+from elmo.lm_files import VOCAB_FILE, export_run  # noqa: E402
 from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
 from elmo.tasks.config import read_task_config  # noqa: E402
 from elmo.tasks.elmo_features import bilm_fingerprint  # noqa: E402
+from elmo.train import TrainSpec  # noqa: E402
+from elmo.train_presets import training_only  # noqa: E402
 
 log = logging.getLogger("experiments")
 
@@ -67,6 +77,11 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     )
     parser.add_argument("--epochs", type=int, help="override train.epochs of configs/tasks/*.json (e.g. on a CPU)")
     parser.add_argument(
+        "--finetune-epochs", type=int, default=0,
+        help="first fine-tune the biLM's LM this many epochs on each task's training sentences, labels unused "
+        "(paper section 3.4; default 0: use --bilm as it is)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences per split, 1 epoch, tiny model"
     )
     args = parser.parse_args()
@@ -104,27 +119,64 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
     config = read_task_config(REPO / "configs" / "tasks" / f"{task}.json").replace(**overrides)
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())
-        if summary["config"] != asdict(config) or summary["quick"] != args.quick:
+        finetuned = args.finetune_epochs if config.elmo.enabled else 0
+        if (summary["config"] != asdict(config) or summary["quick"] != args.quick
+                or summary.get("finetune_epochs", 0) != finetuned):
             raise SystemExit(f"{summary_path} was made with other settings; delete it or use another --out")
         return summary
     train, dev, test = (Path(args.data_dir) / f for f in FILES[task])
     limit = QUICK_LIMIT if args.quick else None
     data = load_task_data(task, train, dev, test, train_fraction=fraction, limit=limit, seed=seed)
     log.info("run %s/%s: %d train sentences", task, name, len(data.train))
-    cache = None  # one per task (one writer per file); the baseline needs no biLM, so it can run before one exists
+    cache, bilm = None, None  # one cache per task (one writer per file); the baseline needs no biLM
     if config.elmo.enabled:
-        cache = args.out / "cache" / f"{bilm_fingerprint(args.bilm)}-{task}.h5"
-    runner = build_runner(config, data, word_vectors(args), args.bilm, cache, args.device)
+        bilm = task_bilm(args, task)
+        cache = args.out / "cache" / f"{bilm_fingerprint(bilm)}-{task}.h5"
+    runner = build_runner(config, data, word_vectors(args), bilm, cache, args.device)
     try:
-        result = train_task(runner, data, run_dir, args.bilm)
+        result = train_task(runner, data, run_dir, bilm)
     finally:
         if runner.cache is not None:
             runner.cache.close()
     summary = {"task": task, "variant": variant, "seed": seed, "fraction": fraction, "n_train": len(data.train),
                "dev": result.dev_score, "test": result.test_score, "best_epoch": result.best_epoch,
-               "layer_weights": result.layer_weights, "quick": args.quick, "config": asdict(config)}
+               "layer_weights": result.layer_weights, "quick": args.quick, "config": asdict(config),
+               "finetune_epochs": args.finetune_epochs if config.elmo.enabled else 0}
     write_json_atomic(summary_path, summary)
     return summary
+
+
+def task_bilm(args: argparse.Namespace, task: str) -> Path:
+    """The biLM of ``task``'s +ELMo runs: ``--bilm``, or its copy fine-tuned on the task's text (made once)."""
+    if not args.finetune_epochs:
+        return Path(args.bilm)
+    root = args.out / "bilm-finetuned" / f"{task}-{bilm_fingerprint(args.bilm)}-epochs{args.finetune_epochs}"
+    done = root / "perplexity.json"  # written last: the fine-tuned export is complete
+    if done.is_file():
+        return root / "export"
+    if root.exists():
+        shutil.rmtree(root)  # an interrupted fine-tuning starts again (minutes)
+    train, dev, _ = (Path(args.data_dir) / f for f in FILES[task])
+    data = load_task_data(task, train, dev, limit=QUICK_LIMIT if args.quick else None)
+    for split, examples in (("train", data.train), ("dev", data.dev)):
+        write_text_atomic(root / f"{split}.txt", "".join(" ".join(e.words) + "\n" for e in examples))
+    vocab = Path(args.bilm) / VOCAB_FILE  # an export's vocabulary keeps its trained softmax
+    if not vocab.is_file():  # e.g. a published model: a new softmax over the task's words
+        vocab = root / VOCAB_FILE
+        vocabulary_from_counts(count_words([root / "train.txt"])).save(vocab)
+    options = {"n_epochs": args.finetune_epochs, "state_reset_prob": 0.05, "eval_every": 0, "log_every": 20,
+               "checkpoint_every": 10_000}
+    if args.quick:  # a few tiny sentences: small batches, the full softmax over their handful of words
+        options.update(batch_size=2, unroll_steps=5, sample_softmax=False)
+    spec = TrainSpec(config=None, train=training_only(options), vocab_path=vocab,
+                     train_patterns=[str(root / "train.txt")], run_dir=root / "run", valid_path=root / "dev.txt",
+                     device=args.device, progress=False)
+    log.info("fine-tuning %s on the %s training sentences for %d epochs", args.bilm, task, args.finetune_epochs)
+    result = finetune(spec, args.bilm)
+    export_run(root / "run", root / "export")
+    write_json_atomic(done, {"task": task, "bilm": str(args.bilm), "epochs": args.finetune_epochs,
+                             "dev_perplexity_before": result["before"], "dev_perplexity_after": result["after"]})
+    return root / "export"
 
 
 def mean_std(values: list[float]) -> str:

@@ -131,6 +131,18 @@ def test_finetune_reports_before_and_after(corpus, tmp_path):
     assert result["before"]["tokens"] == result["after"]["tokens"] > 0
     assert result["after"]["geometric_mean"] != result["before"]["geometric_mean"]
     assert latest_checkpoint(tmp_path / "ft").name == "step-00000003"
+    # "after" is the trainer's final evaluation, which equals scoring the saved fine-tuned model afresh
+    from elmo.data import read_sentences
+    from elmo.evaluate import perplexity
+    from elmo.lm_files import load_language_model
+    from elmo.vocab import Vocabulary
+
+    tuned, _ = load_language_model(tmp_path / "ft")
+    again = perplexity(tuned, Vocabulary.from_file(corpus["vocab"]), [t for _, t in read_sentences(corpus["valid"])],
+                       rows=train.eval_rows)
+    assert result["after"]["forward"] == pytest.approx(again.forward, rel=1e-5)
+    assert result["after"]["backward"] == pytest.approx(again.backward, rel=1e-5)
+    assert json.loads((tmp_path / "ft" / "finetune.json").read_text()) == {"model": str(export), **result}
 
 
 def test_user_errors_are_one_line(corpus, tmp_path, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 
 from elmo.errors import ElmoError, Interrupted
@@ -129,7 +130,6 @@ def cmd_vocab(args: argparse.Namespace) -> int:
 
 
 def _train_spec(args: argparse.Namespace, resume: bool):
-    from pathlib import Path
 
     from elmo.train import TrainSpec
     from elmo.train_presets import load_preset, training_only
@@ -181,11 +181,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from elmo.finetune import finetune
+    from elmo.finetune import FINETUNE_FILE, finetune
 
     result = finetune(_train_spec(args, resume=False), args.model)
-    log.info("held-out perplexity before %.2f, after %.2f (geometric mean of both directions)",
-             result["before"]["geometric_mean"], result["after"]["geometric_mean"])
+    if result["before"] is not None:  # with --valid
+        log.info("held-out perplexity before %.2f, after %.2f (geometric mean of both directions; %s)",
+                 result["before"]["geometric_mean"], result["after"]["geometric_mean"],
+                 Path(args.out) / FINETUNE_FILE)
     return 0
 
 
@@ -332,7 +334,6 @@ def cmd_task_train(args: argparse.Namespace) -> int:
 
 def cmd_task_evaluate(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from elmo.tasks import load_task_model, read_examples
     from elmo.tasks.training import write_predictions
@@ -406,7 +407,6 @@ def _add_task_commands(commands) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from elmo.demo import CONTEXTS, format_table, nearest_neighbours, sense_accuracy, word_vectors
     from elmo.embed import Embedder

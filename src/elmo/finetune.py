@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from elmo.atomic_files import write_json_atomic
 from elmo.data.corpus import read_sentences
 from elmo.distributed import DistInfo
 from elmo.evaluate import perplexity
@@ -25,9 +26,14 @@ from elmo.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
+FINETUNE_FILE = "finetune.json"
+
 
 def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
-    """Train ``spec`` starting from the model in ``model_dir``; returns held-out perplexities before and after."""
+    """Train ``spec`` starting from the model in ``model_dir``; returns held-out perplexities before and after.
+
+    They are also written to ``RUN_DIR/finetune.json`` (``None`` without a held-out file).
+    """
     model_dir = Path(model_dir)
     bilm = load_bilm(model_dir)
     vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
@@ -43,9 +49,12 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     trainer = Trainer(spec, DistInfo(), torch.device(spec.device or "cpu"))
     trainer.run()
     if sentences:
-        result["after"] = perplexity(trainer.lm, vocab, sentences, rows=spec.train.eval_rows,
-                                     device=trainer.device).to_dict()
+        step, final = trainer.last_evaluation or (None, None)  # the trainer scores the file after its last step
+        if step != trainer.state.step or final is None:
+            final = perplexity(trainer.lm, vocab, sentences, rows=spec.train.eval_rows, device=trainer.device)
+        result["after"] = final.to_dict()
         log.info("after fine-tuning: held-out perplexity %s", _short(result["after"]))
+    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": str(model_dir), **result})
     return result
 
 

@@ -103,6 +103,8 @@ class Trainer:
         self.model = DistributedDataParallel(self.lm) if info.enabled else self.lm
         self.total_steps = spec.max_steps or self._steps_from_epochs()
         self.writer = _tensorboard(spec.run_dir) if info.is_main else None
+        self.last_evaluation: tuple[int, PerplexityResult] | None = None
+        """(step, result) of the newest held-out evaluation; ``run`` ends with one when there is a held-out file."""
         self.stop = StopRequest()
         self.stop_everywhere = False
 
@@ -315,6 +317,7 @@ class Trainer:
                 "step %d | held-out perplexity (full softmax) forward %.2f, backward %.2f, geometric mean %.2f "
                 "(%d tokens)", step, result.forward, result.backward, result.geometric_mean, result.tokens,
             )
+            self.last_evaluation = (step, result)
             self.state.history.append({"step": step, "valid_forward": result.forward, "valid_backward":
                                        result.backward, "valid_geometric_mean": result.geometric_mean})
             if self.writer is not None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from elmo.model_files import load_bilm
 from tests.tasks.conftest import write_conll, write_sst
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,3 +45,22 @@ def test_table3_and_fig2_quick(tmp_path, bilm_dir):
     again = subprocess.run([sys.executable, str(REPO / "experiments" / "table3_elmo_position.py"), *common], env=env,
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "INFO run" not in again.stderr  # everything resumed, nothing retrained
+
+
+def test_finetuned_bilm_is_made_once_per_task_and_loads(tmp_path, bilm_dir):
+    sys.path.insert(0, str(REPO / "experiments"))
+    import _common
+
+    args = argparse.Namespace(bilm=str(bilm_dir), data_dir=str(_data_dir(tmp_path / "data")), out=tmp_path / "out",
+                              quick=True, finetune_epochs=2, device="cpu")
+    export = _common.task_bilm(args, "sst")
+    report = json.loads((export.parent / "perplexity.json").read_text())
+    assert report["epochs"] == 2 and report["dev_perplexity_before"]["tokens"] == report["dev_perplexity_after"]["tokens"]
+    assert report["dev_perplexity_after"]["forward"] < report["dev_perplexity_before"]["forward"]
+    tuned, original = load_bilm(export), load_bilm(bilm_dir)
+    assert not torch.equal(tuned.forward_lstm.layers[0].input_linearity.weight,
+                           original.forward_lstm.layers[0].input_linearity.weight)
+    made = (export / "weights.hdf5").stat().st_mtime_ns
+    assert _common.task_bilm(args, "sst") == export  # made once: the second call reuses it
+    assert (export / "weights.hdf5").stat().st_mtime_ns == made
+    assert _common.task_bilm(argparse.Namespace(**{**vars(args), "finetune_epochs": 0}), "sst") == Path(bilm_dir)
