@@ -194,6 +194,14 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
 def write_table(args: argparse.Namespace, name: str, title: str, table: str) -> Path:
     note = " (QUICK SMOKE RUN: tiny data slice, 1 epoch; not a result)" if args.quick else ""
     path = args.out / f"{name}.md"
-    write_text_atomic(path, f"### {title}{note}\n\nbiLM: `{args.bilm}`\n\n{table}")
+    bilm = f"biLM: `{args.bilm}`"
+    if args.finetune_epochs:
+        bilm += f", fine-tuned {args.finetune_epochs} epochs on each task's training sentences"
+        for report in sorted(args.out.glob(f"bilm-finetuned/*-{bilm_fingerprint(args.bilm)}-epochs{args.finetune_epochs}"
+                                           "/perplexity.json")):
+            r = json.loads(report.read_text())
+            before, after = r["dev_perplexity_before"]["geometric_mean"], r["dev_perplexity_after"]["geometric_mean"]
+            bilm += f"; {r['task']} dev perplexity {before:.1f} -> {after:.1f}"
+    write_text_atomic(path, f"### {title}{note}\n\n{bilm}\n\n{table}")
     print(path.read_text())
     return path

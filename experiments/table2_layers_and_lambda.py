@@ -18,7 +18,8 @@ def main() -> None:
             cells = [mean_std([run(args, task, v, s)[split] for s in range(args.seeds)]) for v, _ in COLUMNS]
             rows.append([task, split, *cells])
     headers = ["task", "split", *[label for _, label in COLUMNS]]
-    write_table(args, "table2", f"Layers and regularisation ({args.seeds} seeds)", markdown_table(headers, rows))
+    seeds = f"{args.seeds} seed" + "s" * (args.seeds > 1)
+    write_table(args, "table2", f"Layers and regularisation ({seeds})", markdown_table(headers, rows))
 
 
 if __name__ == "__main__":
