@@ -197,8 +197,8 @@ def write_table(args: argparse.Namespace, name: str, title: str, table: str) -> 
     bilm = f"biLM: `{args.bilm}`"
     if args.finetune_epochs:
         bilm += f", fine-tuned {args.finetune_epochs} epochs on each task's training sentences"
-        for report in sorted(args.out.glob(f"bilm-finetuned/*-{bilm_fingerprint(args.bilm)}-epochs{args.finetune_epochs}"
-                                           "/perplexity.json")):
+        pattern = f"bilm-finetuned/*-{bilm_fingerprint(args.bilm)}-epochs{args.finetune_epochs}/perplexity.json"
+        for report in sorted(args.out.glob(pattern)):
             r = json.loads(report.read_text())
             before, after = r["dev_perplexity_before"]["geometric_mean"], r["dev_perplexity_after"]["geometric_mean"]
             bilm += f"; {r['task']} dev perplexity {before:.1f} -> {after:.1f}"

@@ -22,7 +22,8 @@ def main() -> None:
     for task in args.tasks:
         mixes.append((f"{TASK_NAMES[task]} input", "elmo", task, 0))
     if "sst" in args.tasks:
-        mixes += [("SST-5 in & out: input", "elmo-in-out", "sst", 0), ("SST-5 in & out: output", "elmo-in-out", "sst", 1)]
+        mixes += [("SST-5 in & out: input", "elmo-in-out", "sst", 0),
+                  ("SST-5 in & out: output", "elmo-in-out", "sst", 1)]
     weights = {}  # label -> (L+1,) mean softmax weights over seeds
     for label, variant, task, i in mixes:
         runs = [run(args, task, variant, s) for s in range(args.seeds)]

@@ -55,8 +55,9 @@ def test_finetuned_bilm_is_made_once_per_task_and_loads(tmp_path, bilm_dir):
                               quick=True, finetune_epochs=2, device="cpu")
     export = _common.task_bilm(args, "sst")
     report = json.loads((export.parent / "perplexity.json").read_text())
-    assert report["epochs"] == 2 and report["dev_perplexity_before"]["tokens"] == report["dev_perplexity_after"]["tokens"]
-    assert report["dev_perplexity_after"]["forward"] < report["dev_perplexity_before"]["forward"]
+    before, after = report["dev_perplexity_before"], report["dev_perplexity_after"]
+    assert report["epochs"] == 2 and before["tokens"] == after["tokens"] > 0
+    assert after["forward"] < before["forward"]
     tuned, original = load_bilm(export), load_bilm(bilm_dir)
     assert not torch.equal(tuned.forward_lstm.layers[0].input_linearity.weight,
                            original.forward_lstm.layers[0].input_linearity.weight)
