@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from elmo.errors import ElmoError, Interrupted
 
@@ -130,7 +130,6 @@ def cmd_vocab(args: argparse.Namespace) -> int:
 
 
 def _train_spec(args: argparse.Namespace, resume: bool):
-
     from elmo.train import TrainSpec
     from elmo.train_presets import load_preset, training_only
 
@@ -407,7 +406,6 @@ def _add_task_commands(commands) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-
     from elmo.demo import CONTEXTS, format_table, nearest_neighbours, sense_accuracy, word_vectors
     from elmo.embed import Embedder
 
