@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
 
 from elmo.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
 from elmo.data import count_words, vocabulary_from_counts  # noqa: E402
+from elmo.errors import ElmoError, InputFileError  # noqa: E402
 from elmo.finetune import finetune  # noqa: E402
 from elmo.lm_files import VOCAB_FILE, export_run  # noqa: E402
 from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
@@ -85,9 +86,20 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
         "--quick", action="store_true", help=f"smoke test: {QUICK_LIMIT} sentences per split, 1 epoch, tiny model"
     )
     args = parser.parse_args()
+    if args.finetune_epochs < 0:
+        parser.error(f"--finetune-epochs must be >= 0, got {args.finetune_epochs}")
     args.out = Path(args.out or REPO / "runs" / ("experiments-quick" if args.quick else "experiments"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    sys.excepthook = _one_line_errors
     return args
+
+
+def _one_line_errors(kind, error, traceback) -> None:
+    """Bad input (a missing file, a malformed line) ends the script with its one-line message, like ``elmo``."""
+    if isinstance(error, ElmoError):
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    sys.__excepthook__(kind, error, traceback)
 
 
 def word_vectors(args: argparse.Namespace) -> Path:
@@ -96,6 +108,8 @@ def word_vectors(args: argparse.Namespace) -> Path:
     if path.is_file():
         return path
     corpus, dim, epochs = Path(args.corpus), 100, 3
+    if not corpus.is_file():
+        raise InputFileError(f"{corpus}: no such corpus file")
     if args.quick:
         with (gzip.open if corpus.suffix == ".gz" else open)(corpus, "rt", encoding="utf-8") as f:
             write_text_atomic(args.out / "corpus.quick.txt", "".join(islice(f, QUICK_CORPUS_LINES)))

@@ -17,8 +17,8 @@
 # --state-reset 0.05 zeroes a row's carried LSTM state before 5% of the windows. The original starts a row from
 # zeros only at step 0; such a model, started from zeros (stateless embedding, `elmo perplexity`), can fall into a
 # saturated state it never leaves: at step 1500 of the Adagrad run without resets, started from zeros on 200 BBC
-# News validation sentences, 30% of the memory cells ended at the clip and perplexity was 2.6e10; started from a
-# training row's carried state, the same model scored 630.
+# News validation sentences, 29% of the memory cells ended at the clip and forward perplexity was 1.6e10; started
+# from a training row's carried state, the same model scored 630 (docs/training.md, "The corpus biLM").
 set -euo pipefail
 lm=${1:-../shared/data/lm}
 run=${2:-runs/corpus}

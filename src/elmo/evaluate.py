@@ -110,7 +110,7 @@ def _encode_words(lm: BiLMLanguageModel, words: list[str], device, chunk: int = 
 
 def _stream_loss(
     lm: BiLMLanguageModel, direction: int, table: torch.Tensor, inputs: list[np.ndarray],
-    targets: list[np.ndarray], unroll_steps: int, device, softmax_positions: int = 1024,
+    targets: list[np.ndarray], unroll_steps: int, device, softmax_positions: int,
 ) -> tuple[float, int]:
     """Summed cross-entropy over R padded streams run side by side in windows of T, state carried.
 

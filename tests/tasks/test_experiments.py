@@ -65,3 +65,17 @@ def test_finetuned_bilm_is_made_once_per_task_and_loads(tmp_path, bilm_dir):
     assert _common.task_bilm(args, "sst") == export  # made once: the second call reuses it
     assert (export / "weights.hdf5").stat().st_mtime_ns == made
     assert _common.task_bilm(argparse.Namespace(**{**vars(args), "finetune_epochs": 0}), "sst") == Path(bilm_dir)
+
+
+def test_bad_input_is_one_line(tmp_path, bilm_dir):
+    common = ["--bilm", str(bilm_dir), "--data-dir", str(_data_dir(tmp_path / "data")), "--out", str(tmp_path / "out"),
+              "--quick", "--seeds", "1", "--device", "cpu", "--tasks", "sst"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    script = str(REPO / "experiments" / "table1_baseline_vs_elmo.py")
+    done = subprocess.run([sys.executable, script, *common, "--corpus", str(tmp_path / "missing.txt")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.txt'}: no such corpus file"
+    done = subprocess.run([sys.executable, script, *common, "--corpus", "x", "--finetune-epochs", "-1"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--finetune-epochs must be >= 0, got -1" in done.stderr
