@@ -49,6 +49,17 @@ def test_overfits_a_few_sentences(task, elmo, overrides, ner_file, sst_file, bil
     assert (tmp_path / "run" / "predictions.test.txt").is_file()
 
 
+def test_patience_waits_for_a_dev_score_above_zero(ner_file, bilm_dir):
+    data = load_task_data("ner", ner_file, ner_file)
+    config = small_config("ner", enabled=False).replace(**{"train.epochs": 6, "train.patience": 1})
+    runner = build_runner(config, data, device="cpu", progress=False)
+    scores = iter([0.0, 0.0, 0.0, 50.0, 40.0, 60.0])
+    runner.score = lambda examples, predicted: next(scores)  # dev F1 0 for 3 epochs, then learning
+    result = train_task(runner, data, progress=False)
+    assert [h["dev_score"] for h in result.history] == [0.0, 0.0, 0.0, 50.0, 40.0]  # stops 1 epoch after 50
+    assert result.best_epoch == 4
+
+
 @pytest.mark.parametrize("task", ["ner", "sst", "bcn"])
 @pytest.mark.parametrize("elmo", [{"at_output": True, "l2_coef": 0.5}, {"layers": "top"}, {"do_layer_norm": True}])
 def test_cached_and_on_the_fly_give_the_same_loss(task, elmo, ner_file, sst_file, bilm_dir):

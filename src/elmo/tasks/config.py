@@ -73,7 +73,8 @@ class TrainConfig:
     learning_rate: float = 0.001
     grad_clip: float = 5.0
     patience: int = 5
-    """Stop after this many epochs without a better dev score."""
+    """Stop after this many epochs without a better dev score, once it has left 0 (a tagger tagging everything
+    ``O`` on a few hundred sentences can sit at F1 0 for several epochs before it starts to learn)."""
     seed: int = 0
     max_vocab: int = 50000
     """Most frequent pretrained words kept."""

@@ -151,8 +151,8 @@ def train_task(
             best_state = _trainable_state(runner)
             if output_dir is not None:
                 save_task_model(output_dir, runner, _resolved(bilm_dir), {"epoch": epoch, "dev_score": dev_score})
-        elif epoch - best_epoch >= cfg.patience:
-            break
+        elif best_score > 0 and epoch - best_epoch >= cfg.patience:
+            break  # patience counts from the first dev score above 0: an all-`O` tagger has not started learning
     runner.model.load_state_dict(best_state, strict=False)  # everything but the frozen biLM
     result = TrainResult(best_epoch, best_score, None, len(history), 0.0, runner.layer_weights(), history)
     result.dev_score = _finish_split(runner, data.dev, output_dir, "dev")
