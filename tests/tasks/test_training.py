@@ -49,7 +49,7 @@ def test_overfits_a_few_sentences(task, elmo, overrides, ner_file, sst_file, bil
     assert (tmp_path / "run" / "predictions.test.txt").is_file()
 
 
-def test_patience_waits_for_a_dev_score_above_zero(ner_file, bilm_dir):
+def test_patience_waits_for_a_dev_score_above_zero(ner_file):
     data = load_task_data("ner", ner_file, ner_file)
     config = small_config("ner", enabled=False).replace(**{"train.epochs": 6, "train.patience": 1})
     runner = build_runner(config, data, device="cpu", progress=False)
