@@ -2,7 +2,7 @@
 # The biLM that the task experiments build on (docs/training.md, "The corpus biLM"): the `cpu` architecture trained
 # on ../shared/data/lm (Gutenberg books + Reuters-21578 + BBC News, 32.4M training tokens) for at most 2 hours on
 # this 2-core machine (13,400 steps: 119 minutes on 2 threads), then exported to the original format and
-# scored on each corpus' validation file (Gutenberg's last: 428k words take about 25 minutes).
+# scored on each corpus' validation file (Gutenberg's last: its 428k words took 16 minutes on one core).
 #
 # Usage: experiments/corpus.sh [LM_DIR] [RUN_DIR] [MAX_STEPS]   (defaults: ../shared/data/lm, runs/corpus, 13400)
 # Resumable: after an interruption, rerun the same command and training continues from its newest checkpoint.
