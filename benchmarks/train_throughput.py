@@ -1,18 +1,21 @@
 """Training throughput of our step (data packing excluded): forward, backward, clip and Adagrad update.
 
-    PYTHONPATH=src python benchmarks/train_throughput.py --config small --batch-size 32 --vocab-size 50000 [--reference]
+    PYTHONPATH=src python benchmarks/train_throughput.py [--reference] [--precision fp32 bf16]
+    (defaults: --config small --batch-size 32 --vocab-size 50000, the issue's setting)
 
-Batches are random words over a synthetic frequency-sorted vocabulary, so no corpus is needed. Prints tokens/s
-(B x T positions per step, each predicted in both directions, as the trainer's log counts them) and the fraction
-of the machine's measured float32 GEMM throughput that the step uses, counted two ways: with the FLOPs the
-reference computes (char CNN over all 50 positions and highway for every token), and with the FLOPs our step
-actually does (char CNN and highway once per distinct word, CNN over the needed positions only). The second says
-how much faster our step could still get without doing less arithmetic.
+Batches are random words over a synthetic frequency-sorted vocabulary, so no corpus is needed. Prints a JSON line
+per precision and a table: median tokens/s (B x T positions per step, each predicted in both directions, as the
+trainer's log counts them) and the fraction of the machine's measured GEMM throughput (in the step's precision)
+that the step uses, counted two ways: with the FLOPs the reference computes (char CNN over all 50 positions and
+highway for every token), and with the FLOPs our step actually does (char CNN and highway once per distinct word,
+CNN over the needed positions only). The second says how much faster our step could still get without doing less
+arithmetic.
 
 ``--reference`` also times AllenNLP's biLM modules (``_ElmoCharacterEncoder`` + ``ElmoLstm``, from
 ``pip install --no-deps simple-elmo-pytorch==0.2``), built from the same weights, with gradients enabled, trained
 with the same softmax head, negatives and optimizer on the same batches; steps of the two alternate, so a busy
-machine slows both alike.
+machine slows both alike. With ``--precision bf16`` both run under bfloat16 autocast; the table also compares
+ours in bf16 with the reference in float32 when both precisions are measured.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import resource
+import statistics
 import time
 
 import torch
 
 from elmo.data.batching import LMBatch
 from elmo.lm_files import build_language_model
+from elmo.memory import keep_freed_memory
 from elmo.train_presets import load_preset
 
 
@@ -80,8 +86,9 @@ def our_flops_per_step(lm, batch: LMBatch) -> float:
     return 2 * 3 * (cnn + chars.shape[0] * words + batch.forward_index.numel() * (lstm + softmax))
 
 
-def gemm_flops(n: int = 1024, repeat: int = 10) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def gemm_flops(dtype: torch.dtype = torch.float32, n: int = 1024, repeat: int = 10) -> float:
+    """The machine's measured GEMM throughput (FLOP/s) in ``dtype``: the peak the step is compared with."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b
     start = time.perf_counter()
     for _ in range(repeat):
@@ -138,9 +145,9 @@ class ReferenceStep:
         self.optimizer.step()
 
 
-def measure(
-    config: str, batch_size: int, vocab_size: int, steps: int, bf16: bool, full_softmax: bool, reference: bool = False
-) -> dict:
+def measure(config: str, batch_size: int, vocab_size: int, steps: int, bf16: bool, full_softmax: bool,
+            reference: bool = False) -> dict:
+    """Median step times of ours (and of the reference, alternating with ours) under one precision."""
     overrides = {"batch_size": batch_size, "bf16": bf16, "sample_softmax": not full_softmax}
     cfg, train = load_preset(config, overrides)
     torch.manual_seed(0)
@@ -155,7 +162,8 @@ def measure(
         batch = random_batch(batch_size, train.unroll_steps, vocab_size, width, generator)
         if ref is not None:
             start = time.perf_counter()
-            ref.step(batch, [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                ref.step(batch, [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None)
             if step >= 2:
                 ref_times.append(time.perf_counter() - start)
         start = time.perf_counter()
@@ -171,19 +179,39 @@ def measure(
         if step >= 2:  # warm-up steps excluded
             times.append(time.perf_counter() - start)
             step_flops.append(our_flops_per_step(lm, batch))
-    tokens_per_s = batch_size * train.unroll_steps * len(times) / sum(times)
-    gemm = gemm_flops()
-    extra = {}
+    tokens = batch_size * train.unroll_steps
+    step_s = statistics.median(times)
+    gemm = gemm_flops(torch.bfloat16 if bf16 else torch.float32)
+    result = {"config": config, "batch_size": batch_size, "unroll_steps": train.unroll_steps,
+              "vocab_size": vocab_size, "precision": "bf16" if bf16 else "fp32",
+              "softmax": "full" if full_softmax else f"sampled({train.n_negative_samples_batch})",
+              "threads": torch.get_num_threads(), "tokens_per_s": round(tokens / step_s, 1),
+              "gemm_gflops": round(gemm / 1e9, 1),
+              "gemm_fraction_reference_count": round(reference_flops_per_token(lm) * tokens / step_s / gemm, 3),
+              "gemm_fraction_our_count": round(statistics.median(step_flops) / step_s / gemm, 3)}
     if ref_times:
-        ref_tokens_per_s = batch_size * train.unroll_steps * len(ref_times) / sum(ref_times)
-        extra = {"reference_tokens_per_s": round(ref_tokens_per_s, 1),
-                 "speedup_vs_reference": round(tokens_per_s / ref_tokens_per_s, 2)}
-    return {"config": config, "batch_size": batch_size, "unroll_steps": train.unroll_steps, "vocab_size": vocab_size,
-            "bf16": bf16, "softmax": "full" if full_softmax else f"sampled({train.n_negative_samples_batch})",
-            "threads": torch.get_num_threads(), "tokens_per_s": round(tokens_per_s, 1),
-            "gemm_gflops": round(gemm / 1e9, 1),
-            "gemm_fraction_reference_count": round(reference_flops_per_token(lm) * tokens_per_s / gemm, 3),
-            "gemm_fraction_our_count": round(sum(step_flops) / sum(times) / gemm, 3), **extra}
+        result["reference_tokens_per_s"] = round(tokens / statistics.median(ref_times), 1)
+        result["speedup_vs_reference"] = round(result["tokens_per_s"] / result["reference_tokens_per_s"], 2)
+    return result
+
+
+def table(results: list[dict]) -> str:
+    """One markdown row per precision (ratios against the reference at the same precision), plus ours at each
+    precision against the reference in float32 when both were measured."""
+    lines = ["| precision | ours tokens/s | reference tokens/s | ours / reference | GEMM fraction (our FLOPs) |",
+             "|---|---:|---:|---:|---:|"]
+    for r in results:
+        ref = r.get("reference_tokens_per_s")
+        lines.append(f"| {r['precision']} | {r['tokens_per_s']:.0f} | {ref if ref is not None else '-'} | "
+                     f"{str(r['speedup_vs_reference']) + 'x' if ref is not None else '-'} | "
+                     f"{r['gemm_fraction_our_count']:.2f} of {r['gemm_gflops']:.0f} GFLOP/s |")
+    fp32 = next((r for r in results if r["precision"] == "fp32" and "reference_tokens_per_s" in r), None)
+    for r in results:
+        if fp32 is not None and r is not fp32:
+            lines.append(f"| ours {r['precision']} vs reference fp32 | {r['tokens_per_s']:.0f} | "
+                         f"{fp32['reference_tokens_per_s']} | "
+                         f"{r['tokens_per_s'] / fp32['reference_tokens_per_s']:.2f}x | |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -191,13 +219,27 @@ def main() -> None:
     parser.add_argument("--config", default="small", help="preset name or JSON file")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--vocab-size", type=int, default=50000)
-    parser.add_argument("--steps", type=int, default=5, help="timed steps (after 2 warm-up steps)")
-    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps (after 2 warm-up steps); medians reported")
+    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=["fp32"],
+                        help="one measurement per precision (bf16: autocast for ours and for the reference)")
     parser.add_argument("--full-softmax", action="store_true")
     parser.add_argument("--reference", action="store_true", help="also time AllenNLP's biLM (simple-elmo-pytorch)")
+    parser.add_argument("--system-malloc", action="store_true",
+                        help="leave glibc's default malloc policy (elmo train applies elmo.memory.keep_freed_memory)")
     args = parser.parse_args()
-    print(json.dumps(measure(args.config, args.batch_size, args.vocab_size, args.steps, args.bf16, args.full_softmax,
-                             args.reference)))
+    if not args.system_malloc:
+        keep_freed_memory()  # as `elmo train` does; the reference runs in this process too, so it gains alike
+    results = []
+    for precision in args.precision:
+        results.append(measure(args.config, args.batch_size, args.vocab_size, args.steps, precision == "bf16",
+                               args.full_softmax, args.reference))
+        print(json.dumps(results[-1]), flush=True)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\n{args.config}, {args.batch_size} x {results[0]['unroll_steps']} tokens, {results[0]['softmax']} "
+          f"softmax over {args.vocab_size} words, {results[0]['threads']} threads, median of {args.steps} steps, "
+          f"{'system' if args.system_malloc else 'reusing'} malloc; peak resident memory of the process "
+          f"{peak_mb:.0f} MB\n")
+    print(table(results))
 
 
 if __name__ == "__main__":

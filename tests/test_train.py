@@ -164,6 +164,16 @@ def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
         history = json.loads((tmp_path / name / "history.json").read_text())
         assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)
     assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
+    assert json.loads((tmp_path / "bf16" / "train_config.json").read_text())["bf16"] is True
+
+
+def test_no_bf16_turns_off_a_presets_bf16(corpus, tmp_path):
+    preset = {**json.loads((SRC.parent / "configs" / "tiny.json").read_text()), "bf16": True}
+    (tmp_path / "bf16.json").write_text(json.dumps(preset))
+    args = _args(corpus, tmp_path / "run", "--max-steps", "1", "--no-bf16")
+    args[args.index("tiny")] = str(tmp_path / "bf16.json")
+    assert main(["-q", *args]) == 0
+    assert json.loads((tmp_path / "run" / "train_config.json").read_text())["bf16"] is False
 
 
 def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):

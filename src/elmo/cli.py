@@ -155,8 +155,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
              "dropout": "dropout", "n_epochs": "n_epochs", "unroll_steps": "unroll_steps", "optimizer": "optimizer",
              "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps", "state_reset_prob": "state_reset_prob"}
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
-    if args.bf16:
-        overrides["bf16"] = True
+    if args.bf16 is not None:
+        overrides["bf16"] = args.bf16
     if args.full_softmax:
         overrides["sample_softmax"] = False
     if args.negatives is not None:
@@ -166,10 +166,12 @@ def _train_overrides(args: argparse.Namespace) -> dict:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from elmo.distributed import init_distributed, shutdown
+    from elmo.memory import keep_freed_memory
     from elmo.train import train
 
     if args.max_steps is not None and args.max_steps < 1:
         raise ElmoError(f"--max-steps must be >= 1, got {args.max_steps}")
+    keep_freed_memory()
     info, device = init_distributed(args.device)
     try:
         state = train(_train_spec(args, args.resume), info, device)
@@ -181,7 +183,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     from elmo.finetune import FINETUNE_FILE, finetune
+    from elmo.memory import keep_freed_memory
 
+    keep_freed_memory()
     result = finetune(_train_spec(args, resume=False), args.model)
     if result["before"] is not None:  # with --valid
         log.info("held-out perplexity before %.2f, after %.2f (geometric mean of both directions; %s)",
@@ -257,7 +261,9 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
     parser.add_argument("--n-epochs", type=int, help="epochs, when --max-steps is not given")
     parser.add_argument("--negatives", type=int, help="sampled-softmax negatives per batch (preset: 8192)")
     parser.add_argument("--full-softmax", action="store_true", help="train with the full softmax (small vocabularies)")
-    parser.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the matrix products")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction,
+                        help="bfloat16 autocast for the matrix products, float32 LSTM cells and softmax sums "
+                        "(preset: bf16; pays on CPUs with AVX512-BF16 or AMX and on GPUs)")
     parser.add_argument("--seed", type=int, help="seed for initialisation, shuffling, sampling and dropout")
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (preset: 1250)")
     parser.add_argument("--keep-checkpoints", type=int, help="how many recent checkpoints to keep (preset: 2)")

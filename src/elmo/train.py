@@ -37,6 +37,7 @@ from elmo.config import BiLMConfig
 from elmo.data.batching import LMBatch, PackerState, RowPacker, windows_to_batch
 from elmo.data.corpus import SentenceStream, expand_shards, read_sentences
 from elmo.distributed import DistInfo, mean_across
+from elmo.embedding.precision import bf16_is_fast
 from elmo.errors import ConfigError, Interrupted, OutputWriteError, TrainingDiverged
 from elmo.evaluate import PerplexityResult, perplexity
 from elmo.interrupts import StopRequest, stop_on_signals
@@ -238,6 +239,9 @@ class Trainer:
                 self.total_steps, self.global_rows, self.spec.train.unroll_steps, self.info.world_size,
                 self.loss_name, self.state.step,
             )
+            if self.spec.train.bf16 and not bf16_is_fast(self.device):
+                log.warning("bf16 is on, but %s reports no bfloat16 support: training will be slower than "
+                            "float32 (--no-bf16 turns it off)", self.device)
         bar = _progress(self.total_steps, self.state.step, self.spec.progress and self.info.is_main)
         window_start, window_tokens, window_losses = time.perf_counter(), 0, []
         while self.state.step < self.total_steps:

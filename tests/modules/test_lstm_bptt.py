@@ -71,3 +71,20 @@ def test_training_uses_the_window_and_masked_batches_do_not():
     mask = torch.tensor([[True] * 4, [True, True, False, False]])
     out_masked, _ = cell(x, mask)
     assert not torch.equal(out_masked[1, 2:], out[1, 2:]) and torch.all(out_masked[1, 2:] == 0)
+
+
+def test_bf16_autocast_window_keeps_float32_state_and_stays_close():
+    torch.manual_seed(0)
+    cell = LstmCellWithProjection(16, 32, 8, cell_clip=3.0, proj_clip=3.0)
+    x = torch.randn(4, 9, 16, requires_grad=True)
+    state = (torch.randn(4, 8) * 0.5, torch.randn(4, 32))
+    results = []
+    for bf16 in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out, (h, c) = cell(x, None, state)
+        assert out.dtype == h.dtype == c.dtype == torch.float32
+        grads = torch.autograd.grad(out.square().sum() + h.sum() + c.sum(), [x, *cell.parameters()])
+        assert all(g.dtype == torch.float32 for g in grads)
+        results.append((out, h, c, *grads))
+    for fp32, bf16 in zip(*results):
+        assert (bf16 - fp32).norm() / fp32.norm() < 2e-2  # bf16 GEMM operands, float32 gate math and cells

@@ -76,24 +76,30 @@ class LstmCellWithProjection(nn.Module):
         """
         if not torch.is_grad_enabled():
             return self._run_inference(inputs, mask, state)
-        if mask is None and inputs.shape[1] > 0 and not torch.is_autocast_enabled(inputs.device.type):
+        if mask is None and inputs.shape[1] > 0:
             return self._run_window(inputs, state)  # training windows: every row runs all T steps
         return self._run_autograd(inputs, mask, state)
 
     def _run_window(self, inputs: torch.Tensor, state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
-        """Unmasked (B, T, in) with gradients: the hand-written BPTT of :class:`LstmWindow`."""
+        """Unmasked (B, T, in) with gradients: the hand-written BPTT of :class:`LstmWindow`.
+
+        Under autocast the window's GEMMs run in the autocast dtype; its cells, outputs and state stay float32.
+        """
+        device = inputs.device.type
         h, c = state if state is not None else self.zero_state(inputs.shape[0], inputs)
-        x_gates = self.input_linearity(inputs).transpose(0, 1).contiguous()  # (T, B, 4C): all steps in one GEMM
+        x_gates = self.input_linearity(inputs.transpose(0, 1))  # (T, B, 4C): all steps in one GEMM
+        matmul_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
         projection = self.projection.weight if self.projection is not None else None
         proj_clip = self.proj_clip if self.projection is not None else None
-        out, h, c = LstmWindow.apply(x_gates, h, c, self.state_linearity.weight, projection, self.forget_bias,
-                                     self.cell_clip, proj_clip)
+        with torch.autocast(device, enabled=False):
+            out, h, c = LstmWindow.apply(x_gates, h, c, self.state_linearity.weight,
+                                         projection, self.forget_bias, self.cell_clip, proj_clip, matmul_dtype)
         return out.transpose(0, 1), (h, c)  # (B, T, P)
 
     def _run_autograd(
         self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None
     ) -> tuple[torch.Tensor, LstmState]:
-        """Step by step with autograd recording: masked batches, autocast."""
+        """Step by step with autograd recording (masked batches)."""
         batch, time, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
         x_gates = self.input_linearity(inputs)  # (B, T, 4C): all time steps in one GEMM

@@ -16,11 +16,18 @@ exactly the full softmax loss.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss
+
+BLOCK_ROWS = 512
+"""Rows per block of the fused training losses: a block's logits (512 x K floats, 20 MB for K = 10,000) stay in
+the last-level cache."""
 
 
 class Softmax(nn.Module):
@@ -36,7 +43,13 @@ class Softmax(nn.Module):
         return self.weight.shape[0]
 
     def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-        """Cross-entropy over the whole vocabulary: hidden (N, P), targets (N,)."""
+        """Cross-entropy over the whole vocabulary: hidden (N, P), targets (N,).
+
+        The training case (gradients, mean) runs fused and blockwise (:mod:`elmo.modules.softmax_loss`).
+        """
+        if reduction == "mean" and torch.is_grad_enabled():
+            with _plain_precision(hidden) as matmul_dtype:
+                return FusedSoftmaxLoss.apply(hidden, self.weight, self.bias, targets, BLOCK_ROWS, matmul_dtype)
         logits = F.linear(hidden, self.weight, self.bias)  # (N, V)
         return F.cross_entropy(logits.float(), targets, reduction=reduction)
 
@@ -44,7 +57,7 @@ class Softmax(nn.Module):
         self, hidden: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor, expected: torch.Tensor,
         target_expected: torch.Tensor,
     ) -> torch.Tensor:
-        """Mean sampled-softmax cross-entropy.
+        """Mean sampled-softmax cross-entropy (fused and blockwise when there are gradients to compute).
 
         Args:
             hidden: (N, P).
@@ -52,6 +65,10 @@ class Softmax(nn.Module):
             sampled: (S,) distinct negative ids; expected: (S,) their expected counts.
             target_expected: (N,) the expected counts of the targets.
         """
+        if torch.is_grad_enabled():
+            with _plain_precision(hidden) as matmul_dtype:
+                return FusedSampledSoftmaxLoss.apply(hidden, self.weight, self.bias, targets, sampled, expected.log(),
+                                                     target_expected.log(), BLOCK_ROWS, matmul_dtype)
         true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
         true_logits = true_logits.float() - target_expected.log()
         sampled_logits = F.linear(hidden, self.weight[sampled], self.bias[sampled])  # (N, S)
@@ -60,6 +77,15 @@ class Softmax(nn.Module):
         sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))
         logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)  # (N, 1 + S)
         return (torch.logsumexp(logits, dim=1) - true_logits).mean()
+
+
+@contextlib.contextmanager
+def _plain_precision(hidden: torch.Tensor):
+    """Autocast off inside the fused losses; yields the dtype their GEMMs should read (bf16 under bf16 autocast)."""
+    device = hidden.device.type
+    matmul_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    with torch.autocast(device, enabled=False):
+        yield matmul_dtype
 
 
 class LogUniformSampler:

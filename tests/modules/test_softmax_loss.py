@@ -1,0 +1,92 @@
+"""The fused, blockwise softmax losses of training against F.cross_entropy and TF's sampled softmax."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from elmo.modules.softmax import Softmax
+from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss
+
+
+def _case(dtype=torch.float64, rows=37, vocab=50, dim=8):
+    torch.manual_seed(0)
+    softmax = Softmax(vocab, dim).to(dtype)
+    with torch.no_grad():
+        softmax.bias.normal_()
+    hidden = torch.randn(rows, dim, dtype=dtype, requires_grad=True)
+    targets = torch.randint(0, vocab, (rows,))
+    return softmax, hidden, targets
+
+
+def _loss_and_grads(loss_fn, softmax, hidden):
+    loss = loss_fn()
+    grads = torch.autograd.grad(loss * 3.5, [hidden, softmax.weight, softmax.bias])  # any upstream scale
+    return loss, grads
+
+
+@pytest.mark.parametrize("block_rows", [1, 5, 37, 512])
+def test_fused_loss_equals_cross_entropy_with_its_gradients(block_rows):
+    softmax, hidden, targets = _case()
+    ref = _loss_and_grads(lambda: F.cross_entropy(F.linear(hidden, softmax.weight, softmax.bias), targets),
+                          softmax, hidden)
+    ours = _loss_and_grads(lambda: FusedSoftmaxLoss.apply(hidden, softmax.weight, softmax.bias, targets, block_rows),
+                           softmax, hidden)
+    torch.testing.assert_close(ours[0], ref[0], rtol=1e-12, atol=1e-12)
+    for name, a, b in zip(("hidden", "weight", "bias"), ours[1], ref[1]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def test_training_uses_the_fused_loss_and_evaluation_the_plain_one():
+    softmax, hidden, targets = _case()
+    assert type(softmax.full_loss(hidden, targets).grad_fn).__name__ == "FusedSoftmaxLossBackward"
+    with torch.no_grad():
+        total = softmax.full_loss(hidden, targets, reduction="sum")
+        mean = softmax.full_loss(hidden, targets)
+    assert total.item() == pytest.approx(mean.item() * hidden.shape[0], rel=1e-6)  # evaluation sums in float32
+
+
+@pytest.mark.parametrize("loss", ["full", "sampled"])
+def test_bf16_autocast_runs_the_gemms_in_bf16_and_returns_float32(loss):
+    softmax, hidden, targets = _case(torch.float32, rows=300, vocab=2000, dim=64)
+    sampled = torch.randperm(2000)[:500]
+    expected, target_expected = torch.rand(500) + 0.1, torch.rand(300) + 0.1
+
+    def run():
+        if loss == "full":
+            return softmax.full_loss(hidden, targets)
+        return softmax.sampled_loss(hidden, targets, sampled, expected, target_expected)
+
+    ref = _loss_and_grads(run, softmax, hidden)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = _loss_and_grads(run, softmax, hidden)
+    assert type(ours[0].grad_fn).__name__.startswith("Fused")
+    assert ours[0].dtype == torch.float32 and all(g.dtype == torch.float32 for g in ours[1])
+    assert ours[0].item() == pytest.approx(ref[0].item(), rel=1e-3)
+    for a, b in zip(ours[1], ref[1]):
+        assert (a - b).norm() / b.norm() < 2e-2  # bf16 operands: about 3 significant digits
+
+
+def _sampled_reference(softmax, hidden, targets, sampled, log_expected, target_log_expected):
+    """TF's sampled_softmax_loss written out with autograd: true logit first, accidental hits removed."""
+    true = (hidden * softmax.weight[targets]).sum(-1) + softmax.bias[targets] - target_log_expected
+    logits = hidden @ softmax.weight[sampled].T + softmax.bias[sampled] - log_expected
+    logits = logits.masked_fill(targets.unsqueeze(1) == sampled.unsqueeze(0), float("-inf"))
+    return (torch.logsumexp(torch.cat([true.unsqueeze(1), logits], 1), 1) - true).mean()
+
+
+@pytest.mark.parametrize("block_rows", [1, 5, 512])
+def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_rows):
+    softmax, hidden, targets = _case()
+    sampled = torch.randperm(50)[:20]  # distinct ids; some rows' targets are among them (accidental hits)
+    assert bool((targets.unsqueeze(1) == sampled).any())
+    log_expected = torch.rand(20, dtype=torch.float64).log()
+    target_log_expected = torch.rand(37, dtype=torch.float64).log()
+    args = (targets, sampled, log_expected, target_log_expected)
+    ref = _loss_and_grads(lambda: _sampled_reference(softmax, hidden, *args), softmax, hidden)
+    ours = _loss_and_grads(lambda: FusedSampledSoftmaxLoss.apply(hidden, softmax.weight, softmax.bias, *args,
+                                                                 block_rows), softmax, hidden)
+    torch.testing.assert_close(ours[0], ref[0], rtol=1e-12, atol=1e-12)
+    for name, a, b in zip(("hidden", "weight", "bias"), ours[1], ref[1]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
