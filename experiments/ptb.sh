@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The PTB language-model benchmark of docs/training.md: vocabulary, training with the `ptb` preset (about 1 hour 50
-# minutes on 2 CPU cores), export to the original format, full-softmax perplexity of the export (one stream).
+# The PTB language-model benchmark of docs/training.md: vocabulary, training with the `ptb` preset (about 1 hour 55
+# minutes on 2 CPU cores with bf16 units, e.g. AVX512-BF16), export to the original format, full-softmax perplexity
+# of the export (one stream).
 # Usage: experiments/ptb.sh [PTB_DIR] [RUN_DIR]   (defaults: ../shared/data/lm/ptb, runs/ptb)
 # Resumable: after an interruption, rerun the same command and training continues from its newest checkpoint.
 set -euo pipefail
