@@ -41,6 +41,9 @@ def test_fused_loss_equals_cross_entropy_with_its_gradients(block_rows):
 def test_training_uses_the_fused_loss_and_evaluation_the_plain_one():
     softmax, hidden, targets = _case()
     assert type(softmax.full_loss(hidden, targets).grad_fn).__name__ == "FusedSoftmaxLossBackward"
+    softmax.requires_grad_(False)  # nothing to differentiate: the plain path
+    assert softmax.full_loss(hidden.detach(), targets).grad_fn is None
+    softmax.requires_grad_(True)
     with torch.no_grad():
         total = softmax.full_loss(hidden, targets, reduction="sum")
         mean = softmax.full_loss(hidden, targets)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from elmo.modules.autocast import autocast_suspended
 from elmo.modules.lstm_bptt import LstmWindow
 from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 
@@ -85,13 +86,11 @@ class LstmCellWithProjection(nn.Module):
 
         Under autocast the window's GEMMs run in the autocast dtype; its cells, outputs and state stay float32.
         """
-        device = inputs.device.type
         h, c = state if state is not None else self.zero_state(inputs.shape[0], inputs)
         x_gates = self.input_linearity(inputs.transpose(0, 1))  # (T, B, 4C): all steps in one GEMM
-        matmul_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
         projection = self.projection.weight if self.projection is not None else None
         proj_clip = self.proj_clip if self.projection is not None else None
-        with torch.autocast(device, enabled=False):
+        with autocast_suspended(inputs.device) as matmul_dtype:
             out, h, c = LstmWindow.apply(x_gates, h, c, self.state_linearity.weight,
                                          projection, self.forget_bias, self.cell_clip, proj_clip, matmul_dtype)
         return out.transpose(0, 1), (h, c)  # (B, T, P)

@@ -16,13 +16,13 @@ exactly the full softmax loss.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from elmo.modules.autocast import autocast_suspended
 from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss
 
 BLOCK_ROWS = 512
@@ -45,10 +45,10 @@ class Softmax(nn.Module):
     def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         """Cross-entropy over the whole vocabulary: hidden (N, P), targets (N,).
 
-        The training case (gradients, mean) runs fused and blockwise (:mod:`elmo.modules.softmax_loss`).
+        The training case (gradients needed, mean) runs fused and blockwise (:mod:`elmo.modules.softmax_loss`).
         """
-        if reduction == "mean" and torch.is_grad_enabled():
-            with _plain_precision(hidden) as matmul_dtype:
+        if reduction == "mean" and _needs_gradients(hidden, self.weight):
+            with autocast_suspended(hidden.device) as matmul_dtype:
                 return FusedSoftmaxLoss.apply(hidden, self.weight, self.bias, targets, BLOCK_ROWS, matmul_dtype)
         logits = F.linear(hidden, self.weight, self.bias)  # (N, V)
         return F.cross_entropy(logits.float(), targets, reduction=reduction)
@@ -57,7 +57,7 @@ class Softmax(nn.Module):
         self, hidden: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor, expected: torch.Tensor,
         target_expected: torch.Tensor,
     ) -> torch.Tensor:
-        """Mean sampled-softmax cross-entropy (fused and blockwise when there are gradients to compute).
+        """Mean sampled-softmax cross-entropy (fused and blockwise when gradients are needed).
 
         Args:
             hidden: (N, P).
@@ -65,8 +65,8 @@ class Softmax(nn.Module):
             sampled: (S,) distinct negative ids; expected: (S,) their expected counts.
             target_expected: (N,) the expected counts of the targets.
         """
-        if torch.is_grad_enabled():
-            with _plain_precision(hidden) as matmul_dtype:
+        if _needs_gradients(hidden, self.weight):
+            with autocast_suspended(hidden.device) as matmul_dtype:
                 return FusedSampledSoftmaxLoss.apply(hidden, self.weight, self.bias, targets, sampled, expected.log(),
                                                      target_expected.log(), BLOCK_ROWS, matmul_dtype)
         true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
@@ -79,13 +79,9 @@ class Softmax(nn.Module):
         return (torch.logsumexp(logits, dim=1) - true_logits).mean()
 
 
-@contextlib.contextmanager
-def _plain_precision(hidden: torch.Tensor):
-    """Autocast off inside the fused losses; yields the dtype their GEMMs should read (bf16 under bf16 autocast)."""
-    device = hidden.device.type
-    matmul_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-    with torch.autocast(device, enabled=False):
-        yield matmul_dtype
+def _needs_gradients(hidden: torch.Tensor, weight: torch.Tensor) -> bool:
+    """The fused losses compute their gradients up front: only worth it when autograd will ask for them."""
+    return torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
 
 
 class LogUniformSampler:
