@@ -1,4 +1,4 @@
-"""Training throughput of our step (data packing excluded): forward, backward, clip and Adagrad update.
+"""Training throughput of our step (data packing excluded): forward, backward, clip and the optimizer update.
 
     PYTHONPATH=src python benchmarks/train_throughput.py [--reference] [--precision fp32 bf16]
     (defaults: --config small --batch-size 32 --vocab-size 50000, the issue's setting)
@@ -32,6 +32,7 @@ import torch
 from elmo.data.batching import LMBatch
 from elmo.lm_files import build_language_model
 from elmo.memory import keep_freed_memory
+from elmo.train import make_optimizer
 from elmo.train_presets import load_preset
 
 
@@ -120,8 +121,9 @@ class ReferenceStep:
         self.dropout = torch.nn.Dropout(train.dropout)
         params = [*self.encoder.parameters(), *self.lstm.parameters(), *self.softmax.parameters()]
         self.params = [p for p in params if p.requires_grad]
-        self.optimizer = torch.optim.Adagrad(self.params, lr=0.2, initial_accumulator_value=1.0)
+        self.optimizer = make_optimizer(self.params, train)  # the trainer's optimizer, as for ours
         self.unroll_steps = train.unroll_steps
+        self.clip = train.all_clip_norm_val
 
     def step(self, batch: LMBatch, samples) -> None:
         chars = batch.word_char_ids[batch.forward_index[:, 1:-1]]  # (B, T-2, W); the encoder adds <S> and </S>
@@ -141,7 +143,7 @@ class ReferenceStep:
                 losses.append(self.softmax.sampled_loss(hidden, targets, ids, self.sampler.expected_count(ids, tries),
                                                         self.sampler.expected_count(targets, tries)))
         (0.5 * (losses[0] + losses[1]) * self.unroll_steps).backward()
-        torch.nn.utils.clip_grad_norm_(self.params, 10.0)
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.optimizer.step()
 
 
@@ -152,7 +154,7 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, bf16: boo
     cfg, train = load_preset(config, overrides)
     torch.manual_seed(0)
     lm = build_language_model(cfg, train, vocab_size).train()
-    opt = torch.optim.Adagrad(lm.parameters(), lr=0.2, initial_accumulator_value=1.0)
+    opt = make_optimizer(lm.parameters(), train)
     generator = torch.Generator().manual_seed(0)
     h, c = lm.bilm.zero_state(batch_size)
     width = cfg.char_cnn.max_characters_per_token
@@ -173,7 +175,7 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, bf16: boo
             out = lm(batch.word_char_ids, batch.forward_index, batch.backward_index, batch.forward_targets,
                      batch.backward_targets, (h, c), samples)
             (out.loss * train.unroll_steps).backward()
-        torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+        torch.nn.utils.clip_grad_norm_(lm.parameters(), train.all_clip_norm_val)
         opt.step()
         h, c = (s.detach() for s in out.state)
         if step >= 2:  # warm-up steps excluded

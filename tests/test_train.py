@@ -214,3 +214,18 @@ def test_state_reset_zeroes_the_drawn_rows_before_a_window(corpus, tmp_path):
     assert 0 < int(reset.sum()) < trainer.global_rows
     for rows, value in ((reset, 0.0), (~reset, 1.0)):
         assert bool((h[:, :, rows] == value).all()) and bool((c[:, :, rows] == value).all())
+
+
+def test_variational_dropout_reaches_every_dropout_of_the_model(corpus, tmp_path):
+    from elmo.lm_files import build_language_model, wrap_bilm
+    from elmo.modules.dropout import VariationalDropout
+    from elmo.train_presets import load_preset
+
+    run = tmp_path / "run"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "1", "--variational-dropout", "--dropout", "0.3")]) == 0
+    assert json.loads((run / "train_config.json").read_text())["variational_dropout"] is True
+    config, train = load_preset("tiny", {"variational_dropout": True, "dropout": 0.3})
+    plain = build_language_model(config, load_preset("tiny", {})[1], 50)  # per-position dropout 0.1
+    for lm in (build_language_model(config, train, 50), wrap_bilm(plain.bilm, plain.softmax, train)):
+        drops = [lm.output_dropout, lm.bilm.forward_lstm.dropout, lm.bilm.backward_lstm.dropout]
+        assert all(isinstance(d, VariationalDropout) and d.p == 0.3 for d in drops)

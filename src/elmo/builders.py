@@ -39,7 +39,9 @@ def small_config() -> BiLMConfig:
 NAMED_CONFIGS = {"original": original_config, "medium": medium_config, "small": small_config}
 
 
-def build_bilm(config: BiLMConfig, token_vocab_size: int | None = None, dropout: float = 0.0) -> BiLM:
+def build_bilm(
+    config: BiLMConfig, token_vocab_size: int | None = None, dropout: float = 0.0, variational_dropout: bool = False
+) -> BiLM:
     """Assemble an (untrained) biLM.
 
     Args:
@@ -47,6 +49,7 @@ def build_bilm(config: BiLMConfig, token_vocab_size: int | None = None, dropout:
         token_vocab_size: build a token-input biLM (a table of ``token_vocab_size`` token vectors) instead of
             the char CNN; required when ``config.char_cnn`` is None.
         dropout: dropout on every LSTM layer input, active in training mode only (the original trainer's 0.1).
+        variational_dropout: one dropout mask per row over all time steps instead of one per position.
     """
     lstm = config.lstm
     if token_vocab_size is not None:
@@ -67,6 +70,7 @@ def build_bilm(config: BiLMConfig, token_vocab_size: int | None = None, dropout:
             )
             for _ in range(lstm.n_layers)
         ]
-        return LstmStack(cells, residual=lstm.use_skip_connections, dropout=dropout)
+        return LstmStack(cells, residual=lstm.use_skip_connections, dropout=dropout,
+                         variational_dropout=variational_dropout)
 
     return BiLM(encoder, stack(), stack(), config=config)

@@ -157,6 +157,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
     if args.bf16 is not None:
         overrides["bf16"] = args.bf16
+    if args.variational_dropout is not None:
+        overrides["variational_dropout"] = args.variational_dropout
     if args.full_softmax:
         overrides["sample_softmax"] = False
     if args.negatives is not None:
@@ -255,6 +257,9 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
                         help="learning-rate schedule over the run (preset: lr_schedule, default constant)")
     parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps (preset: warmup_steps, default 0)")
     parser.add_argument("--dropout", type=float, help="dropout on LSTM inputs and output (preset: dropout)")
+    parser.add_argument("--variational-dropout", action=argparse.BooleanOptionalAction,
+                        help="one dropout mask per row over each window's time steps instead of one per position "
+                        "(preset: variational_dropout, default off as in the original)")
     parser.add_argument("--state-reset", type=float, dest="state_reset_prob",
                         help="chance that a row's carried LSTM state is zeroed before a window (default 0, the "
                         "original); > 0 teaches the LM to start from zeros, as stateless embedding does")

@@ -29,6 +29,7 @@ from elmo.hdf5_weights import write_hdf5_atomic
 from elmo.initialization import init_like_original
 from elmo.model_files import load_bilm, load_checked_state, read_json, save_bilm
 from elmo.modules.bilm import BiLM
+from elmo.modules.dropout import sequence_dropout
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.modules.softmax import Softmax
 from elmo.train_config import TrainConfig, split_preset
@@ -41,19 +42,21 @@ SOFTMAX_FILE = "softmax.hdf5"
 
 def build_language_model(config: BiLMConfig, train: TrainConfig, vocab_size: int) -> BiLMLanguageModel:
     """A freshly initialised (bilm-tf initialisers) language model for this preset."""
-    bilm = build_bilm(config, dropout=train.dropout)
+    bilm = build_bilm(config, dropout=train.dropout, variational_dropout=train.variational_dropout)
     init_like_original(bilm)
     softmax = Softmax(vocab_size, config.lstm.projection_dim)
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
-    return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled)
+    return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
+                             variational_dropout=train.variational_dropout)
 
 
 def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageModel:
     """A pretrained biLM as a language model with the dropout and loss of ``train`` (for fine-tuning)."""
     for stack in (bilm.forward_lstm, bilm.backward_lstm):
-        stack.dropout.p = train.dropout
+        stack.dropout = sequence_dropout(train.dropout, train.variational_dropout)
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
-    return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled)
+    return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
+                             variational_dropout=train.variational_dropout)
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -60,6 +60,9 @@ class TrainConfig:
     all_clip_norm_val: float = 10.0
     dropout: float = 0.1
     """On every LSTM layer input and on the LSTM output before the softmax."""
+    variational_dropout: bool = False
+    """One dropout mask per row and window, shared by its time steps (Gal & Ghahramani 2016), instead of one per
+    position (the original)."""
     n_epochs: int = 10
     n_train_tokens: int | None = None
     """Corpus size, for the number of steps (n_epochs * n_train_tokens / tokens per step); counted when absent."""

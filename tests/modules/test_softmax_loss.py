@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from elmo.modules.softmax import Softmax
-from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss
+from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss, accidental_hits
 
 
 def _case(dtype=torch.float64, rows=37, vocab=50, dim=8):
@@ -93,3 +93,13 @@ def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_r
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-12, atol=1e-12)
     for name, a, b in zip(("hidden", "weight", "bias"), ours[1], ref[1]):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def test_accidental_hits_are_the_pairs_where_a_target_was_sampled():
+    torch.manual_seed(0)
+    targets = torch.randint(0, 300, (1000,))
+    sampled = torch.randperm(300)[:120]  # distinct, as the sampler draws them
+    rows, columns = accidental_hits(targets, sampled)
+    expected = (targets.unsqueeze(1) == sampled.unsqueeze(0)).nonzero()  # (hits, 2), in row order
+    assert torch.equal(rows, expected[:, 0]) and torch.equal(columns, expected[:, 1])
+    assert 300 < rows.numel() < 500

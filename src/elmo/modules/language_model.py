@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from elmo.modules.bilm import BiLM, BiLMState
+from elmo.modules.dropout import sequence_dropout
 from elmo.modules.softmax import LogUniformSampler, Softmax
 
 
@@ -40,13 +41,17 @@ class BiLMLanguageModel(nn.Module):
         softmax: the shared output layer over the frequency-sorted vocabulary.
         output_dropout: dropout on the top LSTM output before the softmax (0.1 in the original).
         num_sampled: negatives per batch for the sampled softmax (8192 in the original), or None.
+        variational_dropout: the output dropout keeps one mask per row over the window's time steps.
     """
 
-    def __init__(self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192):
+    def __init__(
+        self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192,
+        variational_dropout: bool = False,
+    ):
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
-        self.output_dropout = nn.Dropout(output_dropout)
+        self.output_dropout = sequence_dropout(output_dropout, variational_dropout)
         self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
 
     def encode_words(self, word_char_ids: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from elmo.modules.autocast import autocast_suspended
+from elmo.modules.dropout import sequence_dropout
 from elmo.modules.lstm_bptt import LstmWindow
 from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 
@@ -199,14 +200,18 @@ class LstmStack(nn.Module):
     """L LSTM layers for one direction; layer l >= 1 adds its input to its output when ``residual`` is set.
 
     Dropout (training only) applies to each layer's input, before the residual add, as TF's
-    ``DropoutWrapper(ResidualWrapper(cell), input_keep_prob)`` does in the original trainer.
+    ``DropoutWrapper(ResidualWrapper(cell), input_keep_prob)`` does in the original trainer; with
+    ``variational_dropout`` each row keeps one mask over the window's time steps (:mod:`elmo.modules.dropout`).
     """
 
-    def __init__(self, layers: list[LstmCellWithProjection], residual: bool, dropout: float = 0.0) -> None:
+    def __init__(
+        self, layers: list[LstmCellWithProjection], residual: bool, dropout: float = 0.0,
+        variational_dropout: bool = False,
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.residual = residual
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = sequence_dropout(dropout, variational_dropout)
 
     def forward(
         self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None

@@ -35,6 +35,7 @@ def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, tru
     d_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
     d_bias = torch.zeros(bias.shape, dtype=acc, device=bias.device)
     d_true = None if true_logits is None else torch.empty_like(true_logits)
+    hit_rows, hit_columns = (None, None) if sampled is None else accidental_hits(targets, sampled)
     total = torch.zeros((), dtype=torch.float64, device=hidden.device)
     for lo in range(0, hidden.shape[0], block_rows):
         rows = slice(lo, lo + block_rows)
@@ -44,7 +45,8 @@ def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, tru
             lse = torch.logsumexp(logits, dim=1)  # (n,)
             total += (lse - logits.gather(1, tgt.unsqueeze(1)).squeeze(1)).sum(dtype=torch.float64)
         else:
-            logits.masked_fill_(tgt.unsqueeze(1) == sampled.unsqueeze(0), float("-inf"))  # accidental hits
+            in_block = (hit_rows >= lo) & (hit_rows < lo + logits.shape[0])
+            logits[hit_rows[in_block] - lo, hit_columns[in_block]] = float("-inf")  # accidental hits removed
             true = true_logits[rows]
             lse = torch.logaddexp(torch.logsumexp(logits, dim=1), true)  # (n,)
             total += (lse - true).sum(dtype=torch.float64)
@@ -61,6 +63,15 @@ def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, tru
             torch.mm(probs, w, out=d_hidden[rows])
             d_weight.addmm_(probs.t(), h)
     return total, d_hidden, d_weight, d_bias, d_true
+
+
+def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, columns) where a row's target is among the distinct ``sampled`` ids (S,): a binary search per row
+    instead of comparing the (N, S) matrix of all pairs."""
+    ordered, order = sampled.sort()  # (S,)
+    position = torch.searchsorted(ordered, targets).clamp_(max=ordered.shape[0] - 1)  # (N,)
+    rows = (ordered[position] == targets).nonzero().squeeze(1)
+    return rows, order[position[rows]]
 
 
 class _FusedLoss(torch.autograd.Function):
