@@ -3,7 +3,8 @@
 bilm-tf drops every position of an LSTM input independently (TF's ``DropoutWrapper`` without
 ``variational_recurrent``). Variational dropout (Gal & Ghahramani 2016, "A Theoretically Grounded Application of
 Dropout in Recurrent Neural Networks") draws one mask per row and window and applies it at every time step, so a
-row loses the same units throughout; on small corpora such as PTB it regularises an LSTM language model better.
+row loses the same units throughout. Gal & Ghahramani report better PTB perplexities with it; in the 2-hour budget
+of our `ptb` preset it did not help (docs/training.md, PTB benchmark), so it is an option, off by default.
 """
 
 from __future__ import annotations
