@@ -118,7 +118,7 @@ class ReferenceStep:
         self.lstm.load_weights(weights)
         self.softmax = copy.deepcopy(lm.softmax)  # the same head (a copy): only the biLM differs
         self.sampler = lm.sampler
-        self.dropout = torch.nn.Dropout(train.dropout)
+        self.dropout = copy.deepcopy(lm.output_dropout)  # the same dropout before the head
         params = [*self.encoder.parameters(), *self.lstm.parameters(), *self.softmax.parameters()]
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = make_optimizer(self.params, train)  # the trainer's optimizer, as for ours

@@ -71,6 +71,17 @@ def test_bf16_autocast_runs_the_gemms_in_bf16_and_returns_float32(loss):
         assert (a - b).norm() / b.norm() < 2e-2  # bf16 operands: about 3 significant digits
 
 
+def test_bf16_in_blocks_of_uneven_size():
+    softmax, hidden, targets = _case(torch.float32, rows=300, vocab=2000, dim=64)
+    ref = _loss_and_grads(lambda: F.cross_entropy(F.linear(hidden, softmax.weight, softmax.bias), targets),
+                          softmax, hidden)
+    args = (hidden, softmax.weight, softmax.bias, targets, 128, torch.bfloat16)  # blocks of 128, 128 and 44 rows
+    ours = _loss_and_grads(lambda: FusedSoftmaxLoss.apply(*args), softmax, hidden)
+    assert ours[0].item() == pytest.approx(ref[0].item(), rel=1e-3)
+    for a, b in zip(ours[1], ref[1]):
+        assert (a - b).norm() / b.norm() < 2e-2
+
+
 def _sampled_reference(softmax, hidden, targets, sampled, log_expected, target_log_expected):
     """TF's sampled_softmax_loss written out with autograd: true logit first, accidental hits removed."""
     true = (hidden * softmax.weight[targets]).sum(-1) + softmax.bias[targets] - target_log_expected

@@ -37,26 +37,43 @@ def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, tru
     d_true = None if true_logits is None else torch.empty_like(true_logits)
     hit_rows, hit_columns = (None, None) if sampled is None else accidental_hits(targets, sampled)
     total = torch.zeros((), dtype=torch.float64, device=hidden.device)
+    probs_mm = None  # (n, K) buffer of the normalised block in the GEMM dtype, when that is not float32
     for lo in range(0, hidden.shape[0], block_rows):
         rows = slice(lo, lo + block_rows)
         h, tgt = h_all[rows], targets[rows]
-        logits = (h @ w.t()).to(acc).add_(bias) if low else torch.addmm(bias, h, w.t())  # (n, K)
+        n = h.shape[0]
+        # (n, K) float32 logits; from bf16 GEMM output, the bias add is the cast (one pass)
+        logits = torch.add(h @ w.t(), bias) if low else torch.addmm(bias, h, w.t())
         if sampled is None:
-            lse = torch.logsumexp(logits, dim=1)  # (n,)
-            total += (lse - logits.gather(1, tgt.unsqueeze(1)).squeeze(1)).sum(dtype=torch.float64)
+            correct = logits.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
         else:
-            in_block = (hit_rows >= lo) & (hit_rows < lo + logits.shape[0])
+            in_block = (hit_rows >= lo) & (hit_rows < lo + n)
             logits[hit_rows[in_block] - lo, hit_columns[in_block]] = float("-inf")  # accidental hits removed
-            true = true_logits[rows]
-            lse = torch.logaddexp(torch.logsumexp(logits, dim=1), true)  # (n,)
-            total += (lse - true).sum(dtype=torch.float64)
-            d_true[rows] = torch.exp(true - lse) - 1.0
-        probs = logits.sub_(lse.unsqueeze(1)).exp_()  # (n, K) softmax, in place
-        if sampled is None:
-            probs[torch.arange(tgt.shape[0], device=tgt.device), tgt] -= 1.0
-        d_bias += probs.sum(0)
+            correct = true_logits[rows]
+        # log-sum-exp with a single exp pass: the shifted exponentials are also the unnormalised softmax
+        shift = logits.amax(dim=1, keepdim=True)  # (n, 1)
+        if sampled is not None:
+            shift = torch.maximum(shift, correct.unsqueeze(1))
+        exps = logits.sub_(shift).exp_()  # (n, K), in place
+        sums = exps.sum(dim=1)  # (n,)
+        if sampled is not None:
+            sums += torch.exp(correct - shift.squeeze(1))  # the true class is one more candidate
+        lse = shift.squeeze(1) + sums.log()  # (n,)
+        total += (lse - correct).sum(dtype=torch.float64)
+        inv_sums = sums.reciprocal_()  # (n,)
+        if sampled is not None:
+            d_true[rows] = torch.exp(correct - lse) - 1.0
+        d_bias.addmv_(exps.t(), inv_sums)  # column sums of the softmax
+        if low:  # normalise straight into the GEMM dtype
+            if probs_mm is None or probs_mm.shape[0] != n:
+                probs_mm = torch.empty(exps.shape, dtype=matmul_dtype, device=exps.device)
+            probs = torch.mul(exps, inv_sums.unsqueeze(1), out=probs_mm)
+        else:
+            probs = exps.mul_(inv_sums.unsqueeze(1))
+        if sampled is None:  # softmax - one-hot
+            probs[torch.arange(n, device=tgt.device), tgt] -= 1.0
+            d_bias.index_add_(0, tgt, torch.full((n,), -1.0, dtype=acc, device=tgt.device))
         if low:
-            probs = probs.to(matmul_dtype)
             d_hidden[rows] = probs @ w
             d_weight += probs.t() @ h
         else:
