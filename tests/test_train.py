@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -43,7 +44,8 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
-    steps = ["--max-steps", "60", "--checkpoint-every", "5", "--log-every", "20"]
+    # with the weights averaged over the last half of the steps, so that the mean is resumed exactly too
+    steps = ["--max-steps", "60", "--checkpoint-every", "5", "--log-every", "20", "--average-last", "0.5"]
     full = tmp_path / "full"
     subprocess.run([sys.executable, "-m", "elmo", "-q", *_args(corpus, full, *steps)], env=_env(), check=True)
     killed = tmp_path / "killed"
@@ -58,12 +60,27 @@ def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
     assert 10 <= interrupted_at < 60, "the run must be killed before it finishes"
     subprocess.run([sys.executable, "-m", "elmo", "-q", *_args(corpus, killed, *steps, "--resume")], env=_env(),
                    check=True)
-    a, b = _weights(full), _weights(killed)
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
+    for weights in ("model.safetensors", "average.safetensors"):
+        a, b = (load_file(latest_checkpoint(run) / weights) for run in (full, killed))
+        assert a.keys() == b.keys()
+        for name in a:
+            assert torch.equal(a[name], b[name]), f"{weights}: {name}"
     history = json.loads((killed / "history.json").read_text())
     assert [h["step"] for h in history] == [20, 40, 60]
+
+
+def test_a_run_that_averages_its_weights_is_exported_and_scored_with_the_mean(corpus, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="elmo")
+    run = tmp_path / "run"
+    assert main([*_args(corpus, run, "--max-steps", "8", "--average-last", "0.25", "--valid", str(corpus["valid"]))]) == 0
+    checkpoint = latest_checkpoint(run)
+    assert json.loads((checkpoint / "trainer.json").read_text())["average_count"] == 2  # steps 7 and 8
+    assert "held-out perplexity (full softmax, weights averaged over the last 2 steps)" in caplog.text
+    mean, last = load_file(checkpoint / "average.safetensors"), _weights(run)
+    lm, _ = load_language_model(run)
+    for name, value in lm.state_dict().items():
+        assert torch.equal(value, mean[name]), name
+    assert any(not torch.equal(mean[name], last[name]) for name in mean)
 
 
 def test_two_processes_match_one_with_the_same_global_batch(corpus, tmp_path):

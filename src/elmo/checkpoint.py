@@ -5,6 +5,7 @@
         optimizer.pt           optimizer.state_dict() (tensors, numbers, lists), read with weights_only=True
         rank-0.pt ...          per process: RNG states and the LSTM states of its rows
         trainer.json           step, tokens, data position, metric history
+        average.safetensors    the running mean of the weights, when the run averages them (elmo.weight_average)
 
 A checkpoint is written into a hidden temporary directory and renamed into place, so a killed run leaves either a
 complete checkpoint or none; only the newest ``keep`` are kept.
@@ -22,12 +23,13 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
-from safetensors.torch import save as safetensors_bytes
+from safetensors.torch import save as save_safetensors
 
 from elmo.atomic_files import first_line
 from elmo.errors import WeightFileError
 
 CHECKPOINTS_DIR = "checkpoints"
+AVERAGE_FILE = "average.safetensors"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -68,11 +70,17 @@ def write_rank_state(tmp: Path, rank: int, state: dict[str, Any]) -> None:
     (tmp / f"rank-{rank}.pt").write_bytes(_torch_bytes(state))
 
 
+def _safetensors_bytes(state: dict[str, torch.Tensor]) -> bytes:
+    return save_safetensors({k: v.detach().cpu().contiguous() for k, v in state.items()})
+
+
 def write_shared_state(
-    tmp: Path, model_state: dict[str, torch.Tensor], optimizer_state: dict[str, Any], trainer: dict[str, Any]
+    tmp: Path, model_state: dict[str, torch.Tensor], optimizer_state: dict[str, Any], trainer: dict[str, Any],
+    average: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    tensors = {k: v.detach().cpu().contiguous() for k, v in model_state.items()}
-    (tmp / "model.safetensors").write_bytes(safetensors_bytes(tensors))
+    (tmp / "model.safetensors").write_bytes(_safetensors_bytes(model_state))
+    if average:
+        (tmp / AVERAGE_FILE).write_bytes(_safetensors_bytes(average))
     (tmp / "optimizer.pt").write_bytes(_torch_bytes(optimizer_state))
     (tmp / "trainer.json").write_text(json.dumps(trainer) + "\n", encoding="utf-8")
 
@@ -88,8 +96,9 @@ def publish(tmp: Path, run_dir: str | Path, step: int, keep: int) -> Path:
     return final
 
 
-def read_model_state(checkpoint: Path) -> dict[str, torch.Tensor]:
-    path = checkpoint / "model.safetensors"
+def read_model_state(checkpoint: Path, name: str = "model.safetensors") -> dict[str, torch.Tensor]:
+    """The weights of a checkpoint, or with ``name=AVERAGE_FILE`` their running mean."""
+    path = checkpoint / name
     try:
         return load_file(path)
     except (SafetensorError, OSError) as e:

@@ -153,7 +153,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
              "checkpoint_every": "checkpoint_every", "keep_checkpoints": "keep_checkpoints",
              "log_every": "log_every", "eval_every": "eval_every", "learning_rate": "learning_rate",
              "dropout": "dropout", "n_epochs": "n_epochs", "unroll_steps": "unroll_steps", "optimizer": "optimizer",
-             "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps", "state_reset_prob": "state_reset_prob"}
+             "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps", "state_reset_prob": "state_reset_prob",
+             "average_last": "average_last"}
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
     if args.bf16 is not None:
         overrides["bf16"] = args.bf16
@@ -263,6 +264,9 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
     parser.add_argument("--state-reset", type=float, dest="state_reset_prob",
                         help="chance that a row's carried LSTM state is zeroed before a window (default 0, the "
                         "original); > 0 teaches the LM to start from zeros, as stateless embedding does")
+    parser.add_argument("--average-last", type=float, metavar="FRACTION",
+                        help="average the weights over this final fraction of the steps; evaluation, export and "
+                        "perplexity of the run use the mean (preset: average_last, default 0 = off)")
     parser.add_argument("--n-epochs", type=int, help="epochs, when --max-steps is not given")
     parser.add_argument("--negatives", type=int, help="sampled-softmax negatives per batch (preset: 8192)")
     parser.add_argument("--full-softmax", action="store_true", help="train with the full softmax (small vocabularies)")

@@ -51,7 +51,8 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     if sentences:
         step, final = trainer.last_evaluation or (None, None)  # the trainer scores the file after its last step
         if step != trainer.state.step or final is None:
-            final = perplexity(trainer.lm, vocab, sentences, rows=spec.train.eval_rows, device=trainer.device)
+            with trainer.model_weights():
+                final = perplexity(trainer.lm, vocab, sentences, rows=spec.train.eval_rows, device=trainer.device)
         result["after"] = final.to_dict()
         log.info("after fine-tuning: held-out perplexity %s", _short(result["after"]))
     write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": str(model_dir), **result})

@@ -22,7 +22,7 @@ import h5py
 import torch
 
 from elmo.builders import build_bilm
-from elmo.checkpoint import latest_checkpoint, read_model_state
+from elmo.checkpoint import AVERAGE_FILE, latest_checkpoint, read_model_state
 from elmo.config import BiLMConfig
 from elmo.errors import WeightFileError
 from elmo.hdf5_weights import write_hdf5_atomic
@@ -82,7 +82,9 @@ def _load_run(run_dir: Path) -> tuple[BiLMLanguageModel, Vocabulary]:
         raise WeightFileError(f"{run_dir}: the run has no checkpoint yet")
     vocab = Vocabulary.from_file(run_dir / VOCAB_FILE, require_special_tokens=True)
     lm = build_language_model(config, train, len(vocab))
-    load_checked_state(lm, read_model_state(checkpoint), checkpoint / "model.safetensors")
+    # a run that averaged its weights (elmo.weight_average) is exported and scored with the mean
+    weights = AVERAGE_FILE if (checkpoint / AVERAGE_FILE).is_file() else "model.safetensors"
+    load_checked_state(lm, read_model_state(checkpoint, weights), checkpoint / weights)
     return lm.eval(), vocab
 
 

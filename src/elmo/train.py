@@ -46,6 +46,7 @@ from elmo.model_files import load_checked_state
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.train_config import TrainConfig, lr_factor, merge_preset
 from elmo.vocab import Vocabulary
+from elmo.weight_average import WeightAverage
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class Trainer:
         self.sampler_generator = torch.Generator().manual_seed(tc.seed)
         torch.manual_seed(tc.seed + 1000 * info.rank + 1)  # dropout masks differ between processes
         self.state = TrainState()
+        self._restored: Path | None = None
+        """The checkpoint this run resumed from."""
         h, c = self.lm.bilm.zero_state(self.local_rows)
         self.lstm_state = (h, c)
         packer_state = self._restore() if spec.resume else None
@@ -103,6 +106,13 @@ class Trainer:
         self.packer = RowPacker(stream, self.global_rows, tc.unroll_steps, packer_state)
         self.model = DistributedDataParallel(self.lm) if info.enabled else self.lm
         self.total_steps = spec.max_steps or self._steps_from_epochs()
+        self.average = None
+        if tc.average_last > 0:
+            self.average = WeightAverage(self.lm, self.total_steps - round(tc.average_last * self.total_steps))
+            if self._restored is not None:
+                count = ckpt.read_trainer_state(self._restored).get("average_count", 0)
+                tensors = ckpt.read_model_state(self._restored, ckpt.AVERAGE_FILE) if count else {}
+                self.average.load_state_dict(tensors, count, str(self._restored / ckpt.AVERAGE_FILE))
         self.writer = _tensorboard(spec.run_dir) if info.is_main else None
         self.last_evaluation: tuple[int, PerplexityResult] | None = None
         """(step, result) of the newest held-out evaluation; ``run`` ends with one when there is a held-out file."""
@@ -153,6 +163,7 @@ class Trainer:
         self.state = TrainState(trainer["step"], trainer["tokens"], trainer["history"],
                                 trainer.get("bad_steps", 0), trainer.get("skipped_steps", 0))
         log.info("resumed from %s (step %d)", checkpoint, self.state.step)
+        self._restored = checkpoint
         return PackerState.from_dict(trainer["data_position"])
 
     # ------------------------------------------------------------------ one step
@@ -206,6 +217,8 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = tc.learning_rate * factor
             self.optimizer.step()
+            if self.average is not None:
+                self.average.update(self.state.step + 1)
             self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
             self.state.bad_steps = 0
         else:  # skip the update and keep the rows' states from before this window
@@ -309,17 +322,24 @@ class Trainer:
             self.writer.add_scalar("train/lr", lr, step)
             self.writer.add_scalar("train/grad_norm", stats["grad_norm"], step)
 
+    def model_weights(self) -> contextlib.AbstractContextManager:
+        """Inside the block the model holds the weights to evaluate and export: the mean when averaging."""
+        return self.average.applied() if self.average is not None else contextlib.nullcontext()
+
     def evaluate(self) -> PerplexityResult | None:
         """Full-softmax perplexity on the held-out file (main process; the others wait)."""
         result = None
         if self.info.is_main and self.spec.valid_path is not None:
             sentences = [t for _, t in read_sentences(self.spec.valid_path)]
-            result = perplexity(self.lm, self.vocab, sentences, rows=self.spec.train.eval_rows,
-                                unroll_steps=self.spec.train.unroll_steps, device=self.device)
+            averaged = self.average.count if self.average is not None else 0
+            with self.model_weights():
+                result = perplexity(self.lm, self.vocab, sentences, rows=self.spec.train.eval_rows,
+                                    unroll_steps=self.spec.train.unroll_steps, device=self.device)
             step = self.state.step
             log.info(
-                "step %d | held-out perplexity (full softmax) forward %.2f, backward %.2f, geometric mean %.2f "
-                "(%d tokens)", step, result.forward, result.backward, result.geometric_mean, result.tokens,
+                "step %d | held-out perplexity (full softmax%s) forward %.2f, backward %.2f, geometric mean %.2f "
+                "(%d tokens)", step, f", weights averaged over the last {averaged} steps" if averaged else "",
+                result.forward, result.backward, result.geometric_mean, result.tokens,
             )
             self.last_evaluation = (step, result)
             self.state.history.append({"step": step, "valid_forward": result.forward, "valid_backward":
@@ -366,7 +386,11 @@ class Trainer:
                        "bad_steps": self.state.bad_steps, "skipped_steps": self.state.skipped_steps,
                        "world_size": self.info.world_size, "global_rows": self.global_rows,
                        "data_position": self.packer.state().to_dict()}
-            ckpt.write_shared_state(tmp, self.lm.state_dict(), self.optimizer.state_dict(), trainer)
+            average = None
+            if self.average is not None:
+                trainer["average_count"] = self.average.count
+                average = self.average.state_dict()
+            ckpt.write_shared_state(tmp, self.lm.state_dict(), self.optimizer.state_dict(), trainer, average)
             final = ckpt.publish(tmp, run_dir, step, self.spec.train.keep_checkpoints)
             log.info("saved checkpoint %s", final)
         self.info.barrier()

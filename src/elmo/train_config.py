@@ -87,6 +87,11 @@ class TrainConfig:
     zeros only at step 0). A model that never sees a zero state can fall, from one, into a saturated regime it never
     leaves, and stateless embedding and ``elmo perplexity`` start from zeros (docs/training.md)."""
 
+    average_last: float = 0.0
+    """Fraction of the run's final steps whose weights are averaged (uniform tail averaging); the held-out
+    evaluations from then on, ``elmo export`` and ``elmo perplexity`` of the run use the mean (0: off, the
+    original)."""
+
     def __post_init__(self) -> None:
         for name in ("batch_size", "unroll_steps", "n_negative_samples_batch", "n_epochs", "grad_accum_steps",
                      "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows", "max_bad_steps"):
@@ -94,6 +99,8 @@ class TrainConfig:
                 raise ConfigError(f"{name}: expected a positive integer, got {getattr(self, name)}")
         if not 0.0 <= self.state_reset_prob < 1.0:
             raise ConfigError(f"state_reset_prob: expected a value in [0, 1), got {self.state_reset_prob}")
+        if not 0.0 <= self.average_last <= 1.0:
+            raise ConfigError(f"average_last: expected a fraction in [0, 1], got {self.average_last}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout: expected a value in [0, 1), got {self.dropout}")
         if self.optimizer not in OPTIMIZERS:
