@@ -246,3 +246,18 @@ def test_variational_dropout_reaches_every_dropout_of_the_model(corpus, tmp_path
     for lm in (build_language_model(config, train, 50), wrap_bilm(plain.bilm, plain.softmax, train)):
         drops = [lm.output_dropout, lm.bilm.forward_lstm.dropout, lm.bilm.backward_lstm.dropout]
         assert all(isinstance(d, VariationalDropout) and d.p == 0.3 for d in drops)
+
+
+def test_weight_dropout_reaches_every_lstm_layer(corpus, tmp_path):
+    from elmo.lm_files import build_language_model, wrap_bilm
+    from elmo.train_presets import load_preset
+
+    run = tmp_path / "run"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "1", "--weight-dropout", "0.25")]) == 0
+    assert json.loads((run / "train_config.json").read_text())["weight_dropout"] == 0.25
+    config, train = load_preset("tiny", {"weight_dropout": 0.25})
+    plain = build_language_model(config, load_preset("tiny", {})[1], 50)
+    assert all(cell.weight_dropout == 0.0 for cell in plain.bilm.forward_lstm.layers)
+    for lm in (build_language_model(config, train, 50), wrap_bilm(plain.bilm, plain.softmax, train)):
+        cells = [cell for stack in (lm.bilm.forward_lstm, lm.bilm.backward_lstm) for cell in stack.layers]
+        assert len(cells) == 2 * config.lstm.n_layers and all(cell.weight_dropout == 0.25 for cell in cells)

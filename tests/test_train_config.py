@@ -35,6 +35,7 @@ def test_cosine_decay():
     ("lr_schedule", "step", "lr_schedule: expected one of constant, linear, cosine"),
     ("warmup_steps", -1, "warmup_steps: expected a non-negative integer"),
     ("average_last", 1.5, r"average_last: expected a fraction in \[0, 1\], got 1.5"),
+    ("weight_dropout", 1.0, r"weight_dropout: expected a value in \[0, 1\), got 1.0"),
 ])
 def test_bad_values_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message):

@@ -40,7 +40,11 @@ NAMED_CONFIGS = {"original": original_config, "medium": medium_config, "small": 
 
 
 def build_bilm(
-    config: BiLMConfig, token_vocab_size: int | None = None, dropout: float = 0.0, variational_dropout: bool = False
+    config: BiLMConfig,
+    token_vocab_size: int | None = None,
+    dropout: float = 0.0,
+    variational_dropout: bool = False,
+    weight_dropout: float = 0.0,
 ) -> BiLM:
     """Assemble an (untrained) biLM.
 
@@ -50,6 +54,7 @@ def build_bilm(
             the char CNN; required when ``config.char_cnn`` is None.
         dropout: dropout on every LSTM layer input, active in training mode only (the original trainer's 0.1).
         variational_dropout: one dropout mask per row over all time steps instead of one per position.
+        weight_dropout: DropConnect on each LSTM layer's recurrent matrix, training mode only (not in the original).
     """
     lstm = config.lstm
     if token_vocab_size is not None:
@@ -67,6 +72,7 @@ def build_bilm(
                 projection_dim=lstm.projection_dim,
                 cell_clip=lstm.cell_clip,
                 proj_clip=lstm.proj_clip if lstm.has_projection else None,
+                weight_dropout=weight_dropout,
             )
             for _ in range(lstm.n_layers)
         ]

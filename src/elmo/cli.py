@@ -152,7 +152,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
     names = {"batch_size": "batch_size", "grad_accum": "grad_accum_steps", "seed": "seed",
              "checkpoint_every": "checkpoint_every", "keep_checkpoints": "keep_checkpoints",
              "log_every": "log_every", "eval_every": "eval_every", "learning_rate": "learning_rate",
-             "dropout": "dropout", "n_epochs": "n_epochs", "unroll_steps": "unroll_steps", "optimizer": "optimizer",
+             "dropout": "dropout", "weight_dropout": "weight_dropout", "n_epochs": "n_epochs",
+             "unroll_steps": "unroll_steps", "optimizer": "optimizer",
              "lr_schedule": "lr_schedule", "warmup_steps": "warmup_steps", "state_reset_prob": "state_reset_prob",
              "average_last": "average_last"}
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
@@ -261,6 +262,9 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
     parser.add_argument("--variational-dropout", action=argparse.BooleanOptionalAction,
                         help="one dropout mask per row over each window's time steps instead of one per position "
                         "(preset: variational_dropout, default off as in the original)")
+    parser.add_argument("--weight-dropout", type=float,
+                        help="DropConnect on each LSTM layer's recurrent matrix, one mask per window (preset: "
+                        "weight_dropout, default 0 = off as in the original)")
     parser.add_argument("--state-reset", type=float, dest="state_reset_prob",
                         help="chance that a row's carried LSTM state is zeroed before a window (default 0, the "
                         "original); > 0 teaches the LM to start from zeros, as stateless embedding does")

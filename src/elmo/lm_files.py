@@ -42,7 +42,8 @@ SOFTMAX_FILE = "softmax.hdf5"
 
 def build_language_model(config: BiLMConfig, train: TrainConfig, vocab_size: int) -> BiLMLanguageModel:
     """A freshly initialised (bilm-tf initialisers) language model for this preset."""
-    bilm = build_bilm(config, dropout=train.dropout, variational_dropout=train.variational_dropout)
+    bilm = build_bilm(config, dropout=train.dropout, variational_dropout=train.variational_dropout,
+                      weight_dropout=train.weight_dropout)
     init_like_original(bilm)
     softmax = Softmax(vocab_size, config.lstm.projection_dim)
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
@@ -54,6 +55,8 @@ def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageM
     """A pretrained biLM as a language model with the dropout and loss of ``train`` (for fine-tuning)."""
     for stack in (bilm.forward_lstm, bilm.backward_lstm):
         stack.dropout = sequence_dropout(train.dropout, train.variational_dropout)
+        for cell in stack.layers:
+            cell.weight_dropout = train.weight_dropout
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
     return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
                              variational_dropout=train.variational_dropout)

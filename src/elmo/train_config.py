@@ -63,6 +63,9 @@ class TrainConfig:
     variational_dropout: bool = False
     """One dropout mask per row and window, shared by its time steps (Gal & Ghahramani 2016), instead of one per
     position (the original)."""
+    weight_dropout: float = 0.0
+    """DropConnect on each LSTM layer's recurrent matrix, one mask per window (AWD-LSTM's WeightDrop); not in the
+    original, 0 = off."""
     n_epochs: int = 10
     n_train_tokens: int | None = None
     """Corpus size, for the number of steps (n_epochs * n_train_tokens / tokens per step); counted when absent."""
@@ -103,6 +106,8 @@ class TrainConfig:
             raise ConfigError(f"average_last: expected a fraction in [0, 1], got {self.average_last}")
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"dropout: expected a value in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.weight_dropout < 1.0:
+            raise ConfigError(f"weight_dropout: expected a value in [0, 1), got {self.weight_dropout}")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.lr_schedule not in LR_SCHEDULES:

@@ -52,6 +52,37 @@ def test_cell_matches_tf_formula_with_clipping(projection_dim):
         assert cell.projection is None  # no projection, so TF applies no projection clip either
 
 
+@pytest.mark.parametrize("masked", [False, True])  # the BPTT window and the step-by-step autograd path
+def test_weight_dropout_masks_the_recurrent_matrix_once_per_call(masked):
+    cell = LstmCellWithProjection(4, 6, 3, cell_clip=3, proj_clip=3, weight_dropout=0.5).double()
+    x, h0, c0 = torch.randn(2, 5, 4).double(), torch.randn(2, 3).double(), torch.randn(2, 6).double()
+    mask = torch.ones(2, 5, dtype=torch.bool) if masked else None
+    torch.manual_seed(3)
+    out, (h, c) = cell(x, mask, (h0, c0))
+    torch.manual_seed(3)  # the same uniform draw: this call's DropConnect mask times 1 / (1 - p)
+    keep = (torch.rand_like(cell.state_linearity.weight) >= 0.5) / 0.5
+    assert 0 < int((keep == 0).sum()) < keep.numel()
+    with torch.no_grad():
+        dropped = LstmCellWithProjection(4, 6, 3, cell_clip=3, proj_clip=3).double()
+        dropped.load_state_dict(cell.state_dict())
+        dropped.state_linearity.weight.mul_(keep)
+    ref_out, ref_h, ref_c = _reference_run(dropped, x.numpy(), h0.numpy(), c0.numpy())
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, atol=1e-12)
+    np.testing.assert_allclose(c.detach().numpy(), ref_c, atol=1e-12)
+    out.sum().backward()
+    grad = cell.state_linearity.weight.grad
+    assert bool((grad[keep == 0] == 0).all()) and bool((grad[keep != 0] != 0).all())
+    cell.eval()  # no DropConnect outside training
+    eval_out, _ = cell(x, mask, (h0, c0))
+    plain_out, _, _ = _reference_run(cell, x.numpy(), h0.numpy(), c0.numpy())
+    np.testing.assert_allclose(eval_out.detach().numpy(), plain_out, atol=1e-12)
+
+
+def test_weight_dropout_out_of_range_is_refused():
+    with pytest.raises(ValueError, match=r"weight_dropout must be in \[0, 1\), got 1.0"):
+        LstmCellWithProjection(4, 6, 3, weight_dropout=1.0)
+
+
 def test_masked_rows_stop_at_their_last_token():
     cell = LstmCellWithProjection(4, 6, 3, cell_clip=3, proj_clip=3)
     x = torch.randn(2, 5, 4)

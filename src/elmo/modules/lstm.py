@@ -44,14 +44,21 @@ class LstmCellWithProjection(nn.Module):
         cell_clip: float | None = None,
         proj_clip: float | None = None,
         forget_bias: float = 1.0,
+        weight_dropout: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= weight_dropout < 1.0:
+            raise ValueError(f"weight_dropout must be in [0, 1), got {weight_dropout}")
         self.input_dim = input_dim
         self.cell_dim = cell_dim
         self.output_dim = projection_dim
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.forget_bias = forget_bias
+        self.weight_dropout = weight_dropout
+        """DropConnect on the recurrent matrix in training (Wan et al. 2013; AWD-LSTM's WeightDrop, Merity et al.
+        2018): one mask per call, shared by every row and time step, so the recurrence itself is regularised, which
+        dropout on the layer inputs does not reach. Not in the original trainer; 0 = off."""
         # Gate rows in TF order: i (input), j (candidate), f (forget), o (output).
         self.input_linearity = nn.Linear(input_dim, 4 * cell_dim, bias=True)
         self.state_linearity = nn.Linear(projection_dim, 4 * cell_dim, bias=False)
@@ -92,9 +99,18 @@ class LstmCellWithProjection(nn.Module):
         projection = self.projection.weight if self.projection is not None else None
         proj_clip = self.proj_clip if self.projection is not None else None
         with autocast_suspended(inputs.device) as matmul_dtype:
-            out, h, c = LstmWindow.apply(x_gates, h, c, self.state_linearity.weight,
+            out, h, c = LstmWindow.apply(x_gates, h, c, self._recurrent_weight(),
                                          projection, self.forget_bias, self.cell_clip, proj_clip, matmul_dtype)
         return out.transpose(0, 1), (h, c)  # (B, T, P)
+
+    def _recurrent_weight(self) -> torch.Tensor:
+        """(4C, P) recurrent matrix, with this call's DropConnect mask in training."""
+        weight = self.state_linearity.weight
+        if not self.training or self.weight_dropout == 0.0:
+            return weight
+        # from uniform draws: a third of the time of F.dropout's Bernoulli sampling on CPU
+        keep = torch.rand_like(weight).ge_(self.weight_dropout).div_(1.0 - self.weight_dropout)  # (4C, P)
+        return weight * keep
 
     def _run_autograd(
         self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None
@@ -106,7 +122,7 @@ class LstmCellWithProjection(nn.Module):
         # unbind, not x_gates[:, t]: the same values, but autograd stacks the T step gradients once instead of
         # adding T full-size (B, T, 4C) tensors (quadratic in T during training).
         x_steps = x_gates.unbind(1)  # T x (B, 4C)
-        w_state = self.state_linearity.weight.t()  # (P, 4C)
+        w_state = self._recurrent_weight().t()  # (P, 4C)
         outputs = []
         for t in range(time):
             gates = torch.addmm(x_steps[t], h, w_state)  # (B, 4C)
