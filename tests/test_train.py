@@ -72,7 +72,8 @@ def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
 def test_a_run_that_averages_its_weights_is_exported_and_scored_with_the_mean(corpus, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="elmo")
     run = tmp_path / "run"
-    assert main([*_args(corpus, run, "--max-steps", "8", "--average-last", "0.25", "--valid", str(corpus["valid"]))]) == 0
+    args = _args(corpus, run, "--max-steps", "8", "--average-last", "0.25", "--valid", str(corpus["valid"]))
+    assert main(args) == 0
     checkpoint = latest_checkpoint(run)
     assert json.loads((checkpoint / "trainer.json").read_text())["average_count"] == 2  # steps 7 and 8
     assert "held-out perplexity (full softmax, weights averaged over the last 2 steps)" in caplog.text

@@ -40,3 +40,11 @@ def test_cosine_decay():
 def test_bad_values_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(**{key: value})
+
+
+def test_a_bad_command_line_value_names_the_preset_and_the_options():
+    from elmo.train_presets import load_preset
+
+    with pytest.raises(ConfigError, match=r"ptb.json with the command-line options: weight_dropout: expected a value "
+                                          r"in \[0, 1\), got 1.5$"):
+        load_preset("ptb", {"weight_dropout": 1.5})

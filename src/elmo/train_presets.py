@@ -31,9 +31,11 @@ def load_preset(name_or_path: str, overrides: dict[str, Any] | None = None) -> t
     """(architecture, training config) of a preset, with command-line overrides applied to the training keys."""
     path = preset_path(name_or_path)
     data = read_json(path)
-    if isinstance(data, dict):
-        data = {**data, **(overrides or {})}
-    return split_preset(data, str(path))
+    source = str(path)
+    if isinstance(data, dict) and overrides:
+        data = {**data, **overrides}
+        source += " with the command-line options"  # a bad value may come from either
+    return split_preset(data, source)
 
 
 def training_only(overrides: dict[str, Any]) -> TrainConfig:

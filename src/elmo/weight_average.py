@@ -2,9 +2,10 @@
 
 While the learning rate is still large enough to make progress, the last iterates of a language model scatter
 around a minimum, and their mean can score a lower held-out perplexity than the last one (averaged SGD in
-AWD-LSTM, Merity et al. 2018, is the best-known case on PTB). ``elmo train --average-last F`` keeps a running mean of the parameters over the
-final fraction F of the steps; the run's held-out evaluations from then on, ``elmo export`` and
-``elmo perplexity`` of the run directory use it. The training itself continues from the raw weights.
+AWD-LSTM, Merity et al. 2018, is the best-known case on PTB). ``elmo train --average-last F`` keeps a running
+mean of the parameters over the final fraction F of the steps; the run's held-out evaluations from then on,
+``elmo export`` and ``elmo perplexity`` of the run directory use it. The training itself continues from the raw
+weights.
 
 The mean lives beside the weights in each checkpoint (``average.safetensors``, its step count in
 ``trainer.json``), so a resumed run continues it exactly.
