@@ -13,7 +13,8 @@ arithmetic.
 
 ``--reference`` also times AllenNLP's biLM modules (``_ElmoCharacterEncoder`` + ``ElmoLstm``, from
 ``pip install --no-deps simple-elmo-pytorch==0.2``), built from the same weights, with gradients enabled, trained
-with the same softmax head, negatives and optimizer on the same batches; steps of the two alternate, so a busy
+with the same softmax head (``head_losses``: both directions in one fused call), negatives and optimizer on the
+same batches; steps of the two alternate, so a busy
 machine slows both alike. With ``--precision bf16`` both run under bfloat16 autocast; the table also compares
 ours in bf16 with the reference in float32 when both precisions are measured.
 """
@@ -32,6 +33,7 @@ import torch
 from elmo.data.batching import LMBatch
 from elmo.lm_files import build_language_model
 from elmo.memory import keep_freed_memory
+from elmo.modules.softmax import head_losses
 from elmo.train import make_optimizer
 from elmo.train_presets import load_preset
 
@@ -75,13 +77,15 @@ def reference_flops_per_token(lm) -> float:
 
 def our_flops_per_step(lm, batch: LMBatch) -> float:
     """Training FLOPs of our step on ``batch``: the char CNN and highway layers once per distinct word, the CNN
-    (one fused kernel of the widest width K) only over the positions a word's characters need."""
+    (one fused kernel of the widest width K) only at the positions 0..n that decide a word's max (n: where its
+    padding starts; every position for words that reach into the last K - 1 characters)."""
     from elmo.modules.char_cnn import content_length
 
     enc = lm.bilm.token_encoder
     k = max(w for w, _ in enc.config.filters)
     chars = batch.word_char_ids
-    positions = (content_length(chars) + k).clamp(max=chars.shape[1]).sum().item()
+    runs = content_length(chars)
+    positions = torch.where(runs + k <= chars.shape[1], runs + 1, chars.shape[1]).sum().item()
     cnn = positions * k * enc.config.embedding_dim * enc.config.n_filters
     words, lstm, softmax = _dense_macs(lm)
     return 2 * 3 * (cnn + chars.shape[0] * words + batch.forward_index.numel() * (lstm + softmax))
@@ -131,18 +135,10 @@ class ReferenceStep:
         encoded = self.encoder(chars)
         top = self.lstm(encoded["token_embedding"], encoded["mask"])[-1]  # (B, T, 2P), state kept inside
         dim = top.shape[-1] // 2
-        losses = []
-        directions = ((top[..., :dim], batch.forward_targets), (top[..., dim:], batch.backward_targets))
-        for direction, (hidden, targets) in enumerate(directions):
-            hidden = self.dropout(hidden).reshape(-1, dim)
-            targets = targets.reshape(-1)
-            if samples is None:
-                losses.append(self.softmax.full_loss(hidden, targets))
-            else:
-                ids, tries = samples[direction]
-                losses.append(self.softmax.sampled_loss(hidden, targets, ids, self.sampler.expected_count(ids, tries),
-                                                        self.sampler.expected_count(targets, tries)))
-        (0.5 * (losses[0] + losses[1]) * self.unroll_steps).backward()
+        hiddens = [self.dropout(top[..., :dim]).reshape(-1, dim), self.dropout(top[..., dim:]).reshape(-1, dim)]
+        targets = [batch.forward_targets.reshape(-1), batch.backward_targets.reshape(-1)]
+        loss, _ = head_losses(self.softmax, self.sampler, hiddens, targets, samples)  # the head ours uses
+        (loss * self.unroll_steps).backward()
         torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.optimizer.step()
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from elmo.checkpoint import checkpoint_dirs
 from elmo.cli import main
-from elmo.modules.language_model import BiLMLanguageModel
+from elmo.modules import language_model
 from tests.faults.conftest import train_args
 
 STEPS = ["--max-steps", "12", "--checkpoint-every", "3", "--log-every", "1"]
@@ -20,21 +20,20 @@ STEPS = ["--max-steps", "12", "--checkpoint-every", "3", "--log-every", "1"]
 
 def _poison(monkeypatch, bad_steps: set[int], kind: str) -> None:
     """Make the loss (kind="loss") or only the gradient (kind="gradient") non-finite at the given 1-based steps."""
-    real_loss = BiLMLanguageModel._loss
+    real_losses = language_model.head_losses
     calls = {"n": 0}
 
-    def loss(self, hidden, targets, sample):
-        value = real_loss(self, hidden, targets, sample)
-        calls["n"] += 1
-        step = (calls["n"] + 1) // 2  # two calls (forward, backward direction) per step
-        if step in bad_steps:
+    def losses(softmax, sampler, hiddens, targets, samples=None):
+        value, parts = real_losses(softmax, sampler, hiddens, targets, samples)
+        calls["n"] += 1  # one call (both directions) per step
+        if calls["n"] in bad_steps:
             if kind == "loss":
-                return value * float("nan")
+                return value * float("nan"), parts
             # finite value, NaN gradient: d sqrt(x)/dx at 0 is inf, times 0
-            return value + 0.0 * torch.sqrt(0.0 * hidden.abs().sum())
-        return value
+            return value + 0.0 * torch.sqrt(0.0 * hiddens[0].abs().sum()), parts
+        return value, parts
 
-    monkeypatch.setattr(BiLMLanguageModel, "_loss", loss)
+    monkeypatch.setattr(language_model, "head_losses", losses)
 
 
 def _all_checkpoints_finite(run: Path) -> None:

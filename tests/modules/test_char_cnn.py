@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from elmo.char_encoding import batch_to_ids
 from elmo.config import CharCNNConfig
-from elmo.modules.char_cnn import TOKENS_PER_CHUNK, CharCNNEncoder, content_length
+from elmo.modules.char_cnn import TOKENS_PER_CHUNK, CharCNNEncoder, MaxPool, content_length
 
 
 def _encoder(seed: int = 0) -> CharCNNEncoder:
@@ -23,7 +23,7 @@ def _encoder(seed: int = 0) -> CharCNNEncoder:
 def _textbook(encoder: CharCNNEncoder, char_ids: torch.Tensor) -> torch.Tensor:
     """(N, W) -> (N, P): every conv over all W positions, max, bias, activation, highway, projection."""
     x = encoder.char_embedding(char_ids).transpose(1, 2)  # (N, E, W)
-    pooled = torch.cat([conv(x).amax(dim=2) for conv in encoder.convolutions], dim=1)
+    pooled = torch.cat([conv(x).max(dim=2).values for conv in encoder.convolutions], dim=1)  # TF max_pool
     x = encoder.highway(encoder.activation(pooled))
     return encoder.projection(x)
 
@@ -60,3 +60,11 @@ def test_gradients_match_the_textbook():
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
         scale = pb.grad.abs().max()
         torch.testing.assert_close(pa.grad / scale, pb.grad / scale, rtol=0, atol=1e-4, msg=name)
+
+
+def test_max_pool_gradient_goes_to_the_first_maximum_like_tf():
+    x = torch.tensor([[[1.0, 5.0], [3.0, 5.0], [3.0, 2.0], [3.0, 5.0]]], requires_grad=True)  # (1, 4 positions, 2)
+    values = MaxPool.apply(x)
+    values.backward(torch.tensor([[10.0, 20.0]]))
+    assert values.tolist() == [[3.0, 5.0]]
+    assert x.grad.tolist() == [[[0.0, 20.0], [10.0, 0.0], [0.0, 0.0], [0.0, 0.0]]]  # first of the tied maxima

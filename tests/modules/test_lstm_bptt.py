@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from elmo.modules.lstm import LstmCellWithProjection
+from elmo.modules.lstm import LstmCellWithProjection, LstmStack, run_stacks_in_lockstep
 from elmo.modules.lstm_bptt import LstmWindow
 
 
@@ -52,22 +52,59 @@ def test_window_matches_autograd_values_and_gradients(projection, clip):
         assert (c_a.abs() == clip).any() or (out_a.abs() == clip).any(), "the clips must be exercised"
 
 
-def test_gradcheck():
-    cell = _cell(True, 0.5)
-    x_gates = cell.input_linearity(_inputs()).transpose(0, 1).contiguous().detach().requires_grad_()
-    h0 = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    c0 = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
-    w_state = cell.state_linearity.weight.detach().clone().requires_grad_()
-    w_proj = cell.projection.weight.detach().clone().requires_grad_()
-    torch.autograd.gradcheck(lambda *a: LstmWindow.apply(*a, 1.0, 0.5, 0.5), (x_gates, h0, c0, w_state, w_proj))
+@pytest.mark.parametrize("projection", [True, False])
+def test_gradcheck_two_layers_in_lockstep(projection):
+    cells = [_cell(projection, 0.5, seed) for seed in (0, 1)]
+    x_gates = torch.stack([cell.input_linearity(_inputs(seed)).transpose(0, 1) for seed, cell in enumerate(cells)])
+    x_gates = x_gates.detach().requires_grad_()  # (2, T, B, 4C)
+    p = cells[0].output_dim
+    h0 = torch.randn(2, 3, p, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    w_state = torch.stack([c.state_linearity.weight for c in cells]).detach().requires_grad_()
+    if projection:
+        w_proj = torch.stack([c.projection.weight for c in cells]).detach().requires_grad_()
+        inputs = (x_gates, h0, c0, w_state, w_proj)
+        torch.autograd.gradcheck(lambda *a: LstmWindow.apply(*a, 1.0, 0.5, 0.5), inputs)
+    else:
+        inputs = (x_gates, h0, c0, w_state)
+        torch.autograd.gradcheck(lambda *a: LstmWindow.apply(*a, None, 1.0, 0.5, None), inputs)
+
+
+def test_lockstep_stacks_equal_each_stack_on_its_own():
+    torch.manual_seed(0)
+    stacks = [LstmStack([LstmCellWithProjection(4, 6, 4, 3.0, 3.0) for _ in range(2)], residual=True) for _ in range(2)]
+    x = torch.randn(2, 5, 3, 4, dtype=torch.float64, requires_grad=True)  # (G, T, B, in)
+    state = (torch.randn(2, 2, 3, 4, dtype=torch.float64), torch.randn(2, 2, 3, 6, dtype=torch.float64))
+    for stack in stacks:
+        stack.double()
+    top, (h, c) = run_stacks_in_lockstep(stacks, x, state)
+    grads = torch.autograd.grad(top.square().sum() + h.sum() + c.sum(), [x, *stacks[0].parameters()])
+    for g, stack in enumerate(stacks):
+        layers, (h_g, c_g) = stack(x[g].transpose(0, 1), None, (state[0][g], state[1][g]))
+        torch.testing.assert_close(top[g], layers[-1].transpose(0, 1), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(h[g], h_g, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(c[g], c_g, rtol=1e-12, atol=1e-12)
+        if g == 0:
+            own = torch.autograd.grad(layers[-1].square().sum() + h_g.sum() + c_g.sum(), [x, *stack.parameters()])
+            torch.testing.assert_close(grads[0][0], own[0][0], rtol=1e-10, atol=1e-10)
+            for a, b in zip(grads[1:], own[1:]):
+                torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def _node_names(tensor: torch.Tensor, depth: int = 4) -> set[str]:
+    """Names of the autograd nodes within ``depth`` steps of ``tensor``."""
+    names, frontier = set(), [tensor.grad_fn]
+    for _ in range(depth):
+        frontier = [f for node in frontier if node is not None for f, _ in node.next_functions] + frontier
+        names |= {type(node).__name__ for node in frontier if node is not None}
+    return names
 
 
 def test_training_uses_the_window_and_masked_batches_do_not():
     cell = _cell(True, 3.0).float()
     x = torch.randn(2, 4, 5, requires_grad=True)
     out, _ = cell(x)
-    nodes = {type(out.grad_fn).__name__} | {type(f).__name__ for f, _ in out.grad_fn.next_functions if f is not None}
-    assert "LstmWindowBackward" in nodes
+    assert "LstmWindowBackward" in _node_names(out)
     mask = torch.tensor([[True] * 4, [True, True, False, False]])
     out_masked, _ = cell(x, mask)
     assert not torch.equal(out_masked[1, 2:], out[1, 2:]) and torch.all(out_masked[1, 2:] == 0)

@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from elmo.modules.softmax import Softmax
-from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss, accidental_hits
+from elmo.modules.softmax_loss import accidental_hits, fused_loss
 
 
 def _case(dtype=torch.float64, rows=37, vocab=50, dim=8):
@@ -31,7 +31,7 @@ def test_fused_loss_equals_cross_entropy_with_its_gradients(block_rows):
     softmax, hidden, targets = _case()
     ref = _loss_and_grads(lambda: F.cross_entropy(F.linear(hidden, softmax.weight, softmax.bias), targets),
                           softmax, hidden)
-    ours = _loss_and_grads(lambda: FusedSoftmaxLoss.apply(hidden, softmax.weight, softmax.bias, targets, block_rows),
+    ours = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, [(hidden, targets)], block_rows)[0],
                            softmax, hidden)
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-12, atol=1e-12)
     for name, a, b in zip(("hidden", "weight", "bias"), ours[1], ref[1]):
@@ -75,8 +75,8 @@ def test_bf16_in_blocks_of_uneven_size():
     softmax, hidden, targets = _case(torch.float32, rows=300, vocab=2000, dim=64)
     ref = _loss_and_grads(lambda: F.cross_entropy(F.linear(hidden, softmax.weight, softmax.bias), targets),
                           softmax, hidden)
-    args = (hidden, softmax.weight, softmax.bias, targets, 128, torch.bfloat16)  # blocks of 128, 128 and 44 rows
-    ours = _loss_and_grads(lambda: FusedSoftmaxLoss.apply(*args), softmax, hidden)
+    run = lambda: fused_loss(softmax.weight, softmax.bias, [(hidden, targets)], 128, torch.bfloat16)[0]  # noqa: E731
+    ours = _loss_and_grads(run, softmax, hidden)  # blocks of 128, 128 and 44 rows
     assert ours[0].item() == pytest.approx(ref[0].item(), rel=1e-3)
     for a, b in zip(ours[1], ref[1]):
         assert (a - b).norm() / b.norm() < 2e-2
@@ -99,8 +99,8 @@ def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_r
     target_log_expected = torch.rand(37, dtype=torch.float64).log()
     args = (targets, sampled, log_expected, target_log_expected)
     ref = _loss_and_grads(lambda: _sampled_reference(softmax, hidden, *args), softmax, hidden)
-    ours = _loss_and_grads(lambda: FusedSampledSoftmaxLoss.apply(hidden, softmax.weight, softmax.bias, *args,
-                                                                 block_rows), softmax, hidden)
+    ours = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, [(hidden, *args)], block_rows)[0],
+                           softmax, hidden)
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-12, atol=1e-12)
     for name, a, b in zip(("hidden", "weight", "bias"), ours[1], ref[1]):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
@@ -114,3 +114,38 @@ def test_accidental_hits_are_the_pairs_where_a_target_was_sampled():
     expected = (targets.unsqueeze(1) == sampled.unsqueeze(0)).nonzero()  # (hits, 2), in row order
     assert torch.equal(rows, expected[:, 0]) and torch.equal(columns, expected[:, 1])
     assert 300 < rows.numel() < 500
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_two_parts_in_one_call_are_the_mean_of_each_part_alone(sampled):
+    """The biLM's two directions share one call (one dense weight gradient): the same loss and gradients as the
+    mean of two separate calls."""
+    softmax, hidden, targets = _case()
+    other = torch.randn(23, hidden.shape[1], dtype=hidden.dtype, requires_grad=True)  # a part of another size
+    other_targets = torch.randint(0, 50, (23,))
+    if sampled:
+        negatives = [torch.randperm(50)[:20], torch.randperm(50)[:15]]
+        parts = [(hidden, targets, negatives[0], torch.rand(20, dtype=hidden.dtype).log(),
+                  torch.rand(37, dtype=hidden.dtype).log()),
+                 (other, other_targets, negatives[1], torch.rand(15, dtype=hidden.dtype).log(),
+                  torch.rand(23, dtype=hidden.dtype).log())]
+    else:
+        parts = [(hidden, targets), (other, other_targets)]
+    both, each = fused_loss(softmax.weight, softmax.bias, parts, 8)
+    separate = [fused_loss(softmax.weight, softmax.bias, [part], 8)[0] for part in parts]
+    torch.testing.assert_close(each, torch.stack(separate).detach(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(both, 0.5 * (separate[0] + separate[1]), rtol=1e-12, atol=1e-12)
+    assert each.grad_fn is None and not each.requires_grad  # for logging only
+    inputs = [hidden, other, softmax.weight, softmax.bias]
+    ours = torch.autograd.grad(both * 3.5, inputs)
+    ref = torch.autograd.grad(0.5 * (separate[0] + separate[1]) * 3.5, inputs)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_second_backward_through_the_fused_loss_is_refused():
+    softmax, hidden, targets = _case()
+    loss = softmax.full_loss(hidden, targets)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backpropagated only once"):
+        loss.backward()

@@ -52,11 +52,11 @@ def test_finetuned_bilm_is_made_once_per_task_and_loads(tmp_path, bilm_dir):
     import _common
 
     args = argparse.Namespace(bilm=str(bilm_dir), data_dir=str(_data_dir(tmp_path / "data")), out=tmp_path / "out",
-                              quick=True, finetune_epochs=2, device="cpu")
+                              quick=True, finetune_epochs=4, device="cpu")  # 2 epochs: dev gains were a coin flip
     export = _common.task_bilm(args, "sst")
     report = json.loads((export.parent / "perplexity.json").read_text())
     before, after = report["dev_perplexity_before"], report["dev_perplexity_after"]
-    assert report["epochs"] == 2 and before["tokens"] == after["tokens"] > 0
+    assert report["epochs"] == 4 and before["tokens"] == after["tokens"] > 0
     assert after["forward"] < before["forward"]
     tuned, original = load_bilm(export), load_bilm(bilm_dir)
     assert not torch.equal(tuned.forward_lstm.layers[0].input_linearity.weight,

@@ -8,6 +8,10 @@
 The backward stack reads its own stream (sentences reversed, ``</S> w_n ... w_1 <S>``), left to right, with its
 own carried state, exactly as the original trainer feeds it. Dropout on every LSTM layer input lives in the stacks
 (``build_bilm(dropout=...)``); the dropout on the LSTM output before the softmax lives here.
+
+Speed, without changing the arithmetic: the two stacks run in lockstep (one batched op per step for both
+directions, :func:`~elmo.modules.lstm.run_stacks_in_lockstep`), and the softmax head takes both directions in one
+fused call with a single dense weight gradient (:func:`~elmo.modules.softmax.head_losses`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from torch import nn
 
 from elmo.modules.bilm import BiLM, BiLMState
 from elmo.modules.dropout import sequence_dropout
-from elmo.modules.softmax import LogUniformSampler, Softmax
+from elmo.modules.lstm import run_stacks_in_lockstep
+from elmo.modules.softmax import LogUniformSampler, Softmax, head_losses
 
 
 @dataclass
@@ -28,6 +33,7 @@ class LMOutput:
     loss: torch.Tensor
     """Scalar: the mean of the two directions' mean token losses (sampled-softmax loss when sampling)."""
     forward_loss: torch.Tensor
+    """Scalars without gradient (for logging): each direction's mean token loss."""
     backward_loss: torch.Tensor
     state: BiLMState
     """Final LSTM states (h (2, L, B, P), c (2, L, B, C)), still attached to the graph."""
@@ -87,23 +93,13 @@ class BiLMLanguageModel(nn.Module):
                 direction; like bilm-tf, each direction's loss draws its own S negatives per batch.
         """
         words = self.encode_words(word_char_ids)  # (U, P)
-        losses, hs, cs = [], [], []
-        for direction, (index, targets) in enumerate(
-            [(forward_index, forward_targets), (backward_index, backward_targets)]
-        ):
-            inputs = words[index]  # (B, T, P)
-            top, (h, c) = self.direction_hidden(direction, inputs, (state[0][direction], state[1][direction]))
-            hidden = self.output_dropout(top).reshape(-1, top.shape[-1])  # (B*T, P)
-            losses.append(self._loss(hidden, targets.reshape(-1), None if samples is None else samples[direction]))
-            hs.append(h)
-            cs.append(c)
-        loss = 0.5 * (losses[0] + losses[1])
-        return LMOutput(loss, losses[0], losses[1], (torch.stack(hs), torch.stack(cs)))
-
-    def _loss(self, hidden: torch.Tensor, targets: torch.Tensor, sample: tuple[torch.Tensor, int] | None):
-        if sample is None or self.sampler is None:
-            return self.softmax.full_loss(hidden, targets)
-        sampled, tries = sample
-        expected = self.sampler.expected_count(sampled, tries)
-        target_expected = self.sampler.expected_count(targets, tries)
-        return self.softmax.sampled_loss(hidden, targets, sampled, expected, target_expected)
+        index = torch.stack([forward_index, backward_index]).transpose(1, 2)  # (2, T, B)
+        stacks = (self.bilm.forward_lstm, self.bilm.backward_lstm)
+        tops, final = run_stacks_in_lockstep(stacks, words[index], state)  # (2, T, B, P)
+        hiddens = []
+        for direction in range(2):
+            top = self.output_dropout(tops[direction].transpose(0, 1))  # (B, T, P)
+            hiddens.append(top.reshape(-1, top.shape[-1]))  # (B*T, P)
+        targets = [forward_targets.reshape(-1), backward_targets.reshape(-1)]
+        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples)
+        return LMOutput(loss, losses[0], losses[1], final)

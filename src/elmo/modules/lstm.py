@@ -12,7 +12,8 @@ bias is the file's bias, so weights round-trip bit for bit.
 Speed: the input half of the gate GEMM does not depend on the recurrence, so it is computed for all time steps
 at once (one large GEMM); each step is then one (B, P) x (P, 4C) GEMM, the elementwise gate math and the
 projection. Training windows (no mask) run as one autograd node with a hand-written backward
-(:mod:`elmo.modules.lstm_bptt`). Without autograd (inference), :func:`_run_inference` goes further, as the
+(:mod:`elmo.modules.lstm_bptt`), and :func:`run_stacks_in_lockstep` runs the biLM's two directions through it
+together, one batched op for both at every step. Without autograd (inference), :func:`_run_inference` goes further, as the
 original's CUDA-free fast paths do: rows are sorted by length so step t only touches the n_t rows still running
 (no masking), the forget offset is added once for all steps, and the gate math runs in place on preallocated
 buffers. The memory cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate
@@ -20,6 +21,8 @@ rounding.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -90,18 +93,10 @@ class LstmCellWithProjection(nn.Module):
         return self._run_autograd(inputs, mask, state)
 
     def _run_window(self, inputs: torch.Tensor, state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
-        """Unmasked (B, T, in) with gradients: the hand-written BPTT of :class:`LstmWindow`.
-
-        Under autocast the window's GEMMs run in the autocast dtype; its cells, outputs and state stay float32.
-        """
+        """Unmasked (B, T, in) with gradients: the hand-written BPTT of :class:`LstmWindow`."""
         h, c = state if state is not None else self.zero_state(inputs.shape[0], inputs)
-        x_gates = self.input_linearity(inputs.transpose(0, 1))  # (T, B, 4C): all steps in one GEMM
-        projection = self.projection.weight if self.projection is not None else None
-        proj_clip = self.proj_clip if self.projection is not None else None
-        with autocast_suspended(inputs.device) as matmul_dtype:
-            out, h, c = LstmWindow.apply(x_gates, h, c, self._recurrent_weight(),
-                                         projection, self.forget_bias, self.cell_clip, proj_clip, matmul_dtype)
-        return out.transpose(0, 1), (h, c)  # (B, T, P)
+        out, (h, c) = run_windows([self], inputs.transpose(0, 1).unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
+        return out[0].transpose(0, 1), (h[0], c[0])  # (B, T, P)
 
     def _recurrent_weight(self) -> torch.Tensor:
         """(4C, P) recurrent matrix, with this call's DropConnect mask in training."""
@@ -212,6 +207,37 @@ class LstmCellWithProjection(nn.Module):
         return torch.where((lengths > 0).unsqueeze(1), last, h0)
 
 
+def run_windows(
+    layers: Sequence[LstmCellWithProjection], inputs: torch.Tensor, state: LstmState
+) -> tuple[torch.Tensor, LstmState]:
+    """G layers of one shape, each over its own training window, in lockstep (:class:`LstmWindow`).
+
+    inputs (G, T, B, in), state (h (G, B, P), c (G, B, C)) -> outputs (G, T, B, P) and the final (h, c). Under
+    autocast the GEMMs run in the autocast dtype; the cells, outputs and state stay float32.
+    """
+    first = layers[0]
+    groups, time, batch, _ = inputs.shape
+    if groups == 1:
+        x_gates = first.input_linearity(inputs[0]).unsqueeze(0)  # (1, T, B, 4C): all steps in one GEMM
+    else:
+        w_in = torch.stack([layer.input_linearity.weight for layer in layers])  # (G, 4C, in)
+        b_in = torch.stack([layer.input_linearity.bias for layer in layers]).unsqueeze(1)  # (G, 1, 4C)
+        x_gates = torch.baddbmm(b_in, inputs.reshape(groups, time * batch, -1), w_in.transpose(1, 2))
+        x_gates = x_gates.view(groups, time, batch, -1)  # (G, T, B, 4C)
+    w_state = _stacked([layer._recurrent_weight() for layer in layers])  # (G, 4C, P)
+    w_proj = None if first.projection is None else _stacked([layer.projection.weight for layer in layers])
+    proj_clip = first.proj_clip if first.projection is not None else None
+    with autocast_suspended(inputs.device) as matmul_dtype:
+        out, h, c = LstmWindow.apply(x_gates, state[0], state[1], w_state, w_proj, first.forget_bias,
+                                     first.cell_clip, proj_clip, matmul_dtype)
+    return out, (h, c)
+
+
+def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """(G, ...) from G tensors; a view when G = 1."""
+    return tensors[0].unsqueeze(0) if len(tensors) == 1 else torch.stack(tensors)
+
+
 class LstmStack(nn.Module):
     """L LSTM layers for one direction; layer l >= 1 adds its input to its output when ``residual`` is set.
 
@@ -246,3 +272,34 @@ class LstmStack(nn.Module):
             cs.append(c)
             x = out
         return outputs, (torch.stack(hs), torch.stack(cs))
+
+
+def run_stacks_in_lockstep(
+    stacks: Sequence[LstmStack], inputs: torch.Tensor, state: LstmState
+) -> tuple[torch.Tensor, LstmState]:
+    """G stacks of one architecture (the biLM's two directions) over their training windows, layer by layer in
+    lockstep (:func:`run_windows`): half the per-step ops of running the two directions one after the other.
+
+    inputs (G, T, B, in), state (h (G, L, B, P), c (G, L, B, C)) -> top outputs (G, T, B, P) and the final state
+    in the same layout. Without gradients each stack runs on its own (the inference path).
+    """
+    if not torch.is_grad_enabled():
+        tops, finals = [], []
+        for g, stack in enumerate(stacks):
+            layers, final = stack(inputs[g].transpose(0, 1), None, (state[0][g], state[1][g]))
+            tops.append(layers[-1].transpose(0, 1))
+            finals.append(final)
+        return torch.stack(tops), (torch.stack([h for h, _ in finals]), torch.stack([c for _, c in finals]))
+    hs, cs = [], []
+    x = inputs
+    for index in range(len(stacks[0].layers)):
+        # each direction's own dropout module, on its (B, T, D) view
+        x = torch.stack([stack.dropout(x[g].transpose(0, 1)).transpose(0, 1) for g, stack in enumerate(stacks)])
+        layers = [stack.layers[index] for stack in stacks]
+        out, (h, c) = run_windows(layers, x, (state[0][:, index], state[1][:, index]))
+        if stacks[0].residual and index > 0:
+            out = out + x
+        hs.append(h)
+        cs.append(c)
+        x = out
+    return x, (torch.stack(hs, dim=1), torch.stack(cs, dim=1))

@@ -17,13 +17,14 @@ exactly the full softmax loss.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from elmo.modules.autocast import autocast_suspended
-from elmo.modules.softmax_loss import FusedSampledSoftmaxLoss, FusedSoftmaxLoss
+from elmo.modules.softmax_loss import fused_loss
 
 BLOCK_ROWS = 512
 """Rows per block of the fused training losses: a block's logits (512 x K floats, 20 MB for K = 10,000) stay in
@@ -43,21 +44,26 @@ class Softmax(nn.Module):
         return self.weight.shape[0]
 
     def full_loss(self, hidden: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-        """Cross-entropy over the whole vocabulary: hidden (N, P), targets (N,).
-
-        The training case (gradients needed, mean) runs fused and blockwise (:mod:`elmo.modules.softmax_loss`).
-        """
+        """Cross-entropy over the whole vocabulary: hidden (N, P), targets (N,)."""
         if reduction == "mean" and _needs_gradients(hidden, self.weight):
-            with autocast_suspended(hidden.device) as matmul_dtype:
-                return FusedSoftmaxLoss.apply(hidden, self.weight, self.bias, targets, BLOCK_ROWS, matmul_dtype)
+            return self.full_losses([(hidden, targets)])[0]
         logits = F.linear(hidden, self.weight, self.bias)  # (N, V)
         return F.cross_entropy(logits.float(), targets, reduction=reduction)
+
+    def full_losses(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean over parts (hidden (N, P), targets (N,)) of each part's mean cross-entropy, and the (G,) part
+        losses (no gradient; for logging). With gradients: fused and blockwise (:mod:`elmo.modules.softmax_loss`)."""
+        if any(_needs_gradients(hidden, self.weight) for hidden, _ in parts):
+            with autocast_suspended(parts[0][0].device) as matmul_dtype:
+                return fused_loss(self.weight, self.bias, parts, BLOCK_ROWS, matmul_dtype)
+        losses = torch.stack([self.full_loss(hidden, targets) for hidden, targets in parts])
+        return losses.mean(), losses
 
     def sampled_loss(
         self, hidden: torch.Tensor, targets: torch.Tensor, sampled: torch.Tensor, expected: torch.Tensor,
         target_expected: torch.Tensor,
     ) -> torch.Tensor:
-        """Mean sampled-softmax cross-entropy (fused and blockwise when gradients are needed).
+        """Mean sampled-softmax cross-entropy.
 
         Args:
             hidden: (N, P).
@@ -65,10 +71,20 @@ class Softmax(nn.Module):
             sampled: (S,) distinct negative ids; expected: (S,) their expected counts.
             target_expected: (N,) the expected counts of the targets.
         """
-        if _needs_gradients(hidden, self.weight):
-            with autocast_suspended(hidden.device) as matmul_dtype:
-                return FusedSampledSoftmaxLoss.apply(hidden, self.weight, self.bias, targets, sampled, expected.log(),
-                                                     target_expected.log(), BLOCK_ROWS, matmul_dtype)
+        return self.sampled_losses([(hidden, targets, sampled, expected, target_expected)])[0]
+
+    def sampled_losses(self, parts: Sequence[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean over parts (the arguments of :meth:`sampled_loss`) of each part's mean sampled-softmax loss, and the
+        (G,) part losses (no gradient; for logging). With gradients: fused and blockwise, one pass for all parts."""
+        if any(_needs_gradients(part[0], self.weight) for part in parts):
+            logged = [(hidden, targets, sampled, expected.log(), target_expected.log())
+                      for hidden, targets, sampled, expected, target_expected in parts]
+            with autocast_suspended(parts[0][0].device) as matmul_dtype:
+                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype)
+        losses = torch.stack([self._sampled_loss_plain(*part) for part in parts])
+        return losses.mean(), losses
+
+    def _sampled_loss_plain(self, hidden, targets, sampled, expected, target_expected) -> torch.Tensor:
         true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
         true_logits = true_logits.float() - target_expected.log()
         sampled_logits = F.linear(hidden, self.weight[sampled], self.bias[sampled])  # (N, S)
@@ -77,6 +93,22 @@ class Softmax(nn.Module):
         sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))
         logits = torch.cat([true_logits.unsqueeze(1), sampled_logits], dim=1)  # (N, 1 + S)
         return (torch.logsumexp(logits, dim=1) - true_logits).mean()
+
+
+def head_losses(
+    softmax: Softmax, sampler: LogUniformSampler | None, hiddens: Sequence[torch.Tensor],
+    targets: Sequence[torch.Tensor], samples: Sequence[tuple[torch.Tensor, int]] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training loss of the biLM's directions at once: hiddens (N, P) and targets (N,) of each, and each
+    direction's negatives (ids (S,), draws) from ``sampler``. Returns the mean of the directions' mean losses and
+    the (G,) direction losses (no gradient). Full softmax without samples."""
+    if samples is None or sampler is None:
+        return softmax.full_losses(list(zip(hiddens, targets)))
+    parts = []
+    for hidden, wanted, (sampled, tries) in zip(hiddens, targets, samples):
+        parts.append((hidden, wanted, sampled, sampler.expected_count(sampled, tries),
+                      sampler.expected_count(wanted, tries)))
+    return softmax.sampled_losses(parts)
 
 
 def _needs_gradients(hidden: torch.Tensor, weight: torch.Tensor) -> bool:

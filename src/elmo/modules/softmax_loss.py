@@ -9,31 +9,38 @@ from logits to its log-sum-exp, its loss and, while the block is still in cache,
 scaled by the incoming gradient in the backward pass. The arithmetic is that of the unfused losses of
 :class:`~elmo.modules.softmax.Softmax` (same values up to float summation order).
 
+One call takes several *parts* (the biLM's two directions, each with its own rows, targets and negatives) and
+returns the mean of their mean losses: both parts accumulate into ONE dense (V, P) weight gradient, which the
+backward pass scales in place and hands to autograd as is. (Two separate losses would each fill, scale and copy
+a (V, P) matrix, and autograd would add the two: for a 50,000-word vocabulary that is more time than the
+softmax's GEMMs.) The gradients are computed once, so the graph can be backpropagated once.
+
 With ``matmul_dtype=torch.bfloat16`` (bf16 autocast) the GEMMs read bfloat16 operands; the log-sum-exp, the loss
 and every gradient returned are in the weight's dtype (float32).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
-def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, true_logits=None, sampled=None):
-    """Sum of -log softmax over K candidates and its gradients, block by block.
+def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype, true_logits=None,
+               sampled=None):
+    """Sum of -log softmax over K candidates; adds ``scale`` x its gradients to ``d_weight`` and ``d_bias``.
 
     The candidates are the rows of ``weight`` (K, P) with ``bias`` (K,). Either ``targets`` (N,) index the
     correct candidate (full softmax), or ``true_logits`` (N,) give the correct word's logit as an extra column
     and ``sampled`` (K,) the candidates' word ids, a candidate equal to the row's target being removed (sampled
-    softmax; then ``targets`` are word ids). Returns (loss sum, d_hidden (N, P), d_weight (K, P), d_bias (K,),
-    d_true (N,) or None), the gradients of the sum.
+    softmax; then ``targets`` are word ids). Returns (loss sum, scale x d_hidden (N, P), scale x d_true (N,) or
+    None); ``d_weight`` (K, P) and ``d_bias`` (K,) are accumulated in place.
     """
     acc = bias.dtype
     low = matmul_dtype is not None and matmul_dtype != acc
     w = weight.to(matmul_dtype) if low else weight
     h_all = hidden.to(w.dtype)
     d_hidden = torch.empty(hidden.shape, dtype=acc, device=hidden.device)
-    d_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
-    d_bias = torch.zeros(bias.shape, dtype=acc, device=bias.device)
     d_true = None if true_logits is None else torch.empty_like(true_logits)
     hit_rows, hit_columns = (None, None) if sampled is None else accidental_hits(targets, sampled)
     total = torch.zeros((), dtype=torch.float64, device=hidden.device)
@@ -60,9 +67,9 @@ def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, tru
             sums += torch.exp(correct - shift.squeeze(1))  # the true class is one more candidate
         lse = shift.squeeze(1) + sums.log()  # (n,)
         total += (lse - correct).sum(dtype=torch.float64)
-        inv_sums = sums.reciprocal_()  # (n,)
+        inv_sums = sums.reciprocal_().mul_(scale)  # (n,): normalises and scales the block's gradients at once
         if sampled is not None:
-            d_true[rows] = torch.exp(correct - lse) - 1.0
+            d_true[rows] = (torch.exp(correct - lse) - 1.0) * scale
         d_bias.addmv_(exps.t(), inv_sums)  # column sums of the softmax
         if low:  # normalise straight into the GEMM dtype
             if probs_mm is None or probs_mm.shape[0] != n:
@@ -71,15 +78,15 @@ def _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets=None, tru
         else:
             probs = exps.mul_(inv_sums.unsqueeze(1))
         if sampled is None:  # softmax - one-hot
-            probs[torch.arange(n, device=tgt.device), tgt] -= 1.0
-            d_bias.index_add_(0, tgt, torch.full((n,), -1.0, dtype=acc, device=tgt.device))
+            probs[torch.arange(n, device=tgt.device), tgt] -= scale
+            d_bias.index_add_(0, tgt, torch.full((n,), -scale, dtype=acc, device=tgt.device))
         if low:
             d_hidden[rows] = probs @ w
             d_weight += probs.t() @ h
         else:
             torch.mm(probs, w, out=d_hidden[rows])
             d_weight.addmm_(probs.t(), h)
-    return total, d_hidden, d_weight, d_bias, d_true
+    return total, d_hidden, d_true
 
 
 def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,52 +98,68 @@ def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> tuple[torch
     return rows, order[position[rows]]
 
 
-class _FusedLoss(torch.autograd.Function):
-    """Shared backward: the forward pass saved the gradients of the mean loss; scale them by the incoming one."""
-
-    @staticmethod
-    def _save(ctx, rows, total, d_hidden, d_weight, d_bias, hidden, n_inputs):
-        scale = 1.0 / rows
-        ctx.n_constants = n_inputs - 3  # inputs after hidden, weight and bias get no gradient
-        ctx.save_for_backward(d_hidden.mul_(scale), d_weight.mul_(scale), d_bias.mul_(scale))
-        ctx.hidden_dtype = hidden.dtype
-        return (total * scale).to(d_bias.dtype)
-
-    @staticmethod
-    def backward(ctx, grad):
-        d_hidden, d_weight, d_bias = ctx.saved_tensors
-        return (d_hidden * grad).to(ctx.hidden_dtype), d_weight * grad, d_bias * grad, *[None] * ctx.n_constants
+def _full_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, targets):
+    return _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype)[:2]
 
 
-class FusedSoftmaxLoss(_FusedLoss):
-    """(hidden (N, P), weight (V, P), bias (V,), targets (N,)) -> mean full-softmax cross-entropy (scalar)."""
+def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, targets, sampled,
+                  log_expected, target_log_expected):
+    acc = bias.dtype
+    w_target = weight[targets]  # (N, P)
+    true_logits = (hidden.to(acc) * w_target).sum(-1) + bias[targets] - target_log_expected  # (N,)
+    d_sampled_w = torch.zeros(sampled.shape[0], weight.shape[1], dtype=acc, device=weight.device)  # (S, P)
+    d_sampled_b = torch.zeros(sampled.shape, dtype=acc, device=bias.device)
+    total, d_hidden, d_true = _blockwise(hidden, weight[sampled], bias[sampled] - log_expected, targets,
+                                         d_sampled_w, d_sampled_b, scale, block_rows, matmul_dtype, true_logits,
+                                         sampled)
+    d_hidden.addcmul_(d_true.unsqueeze(1), w_target)
+    d_weight.index_add_(0, sampled, d_sampled_w).index_add_(0, targets, d_true.unsqueeze(1) * hidden.to(acc))
+    d_bias.index_add_(0, sampled, d_sampled_b).index_add_(0, targets, d_true)
+    return total, d_hidden
 
-    @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, block_rows=512, matmul_dtype=None):
-        total, d_hidden, d_weight, d_bias, _ = _blockwise(hidden, weight, bias, block_rows, matmul_dtype, targets)
-        return _FusedLoss._save(ctx, hidden.shape[0], total, d_hidden, d_weight, d_bias, hidden, 6)
 
+class FusedSoftmaxLoss(torch.autograd.Function):
+    """(weight (V, P), bias (V,), block_rows, matmul_dtype, fields per part, *the parts' tensors, flattened)
+    -> (mean over parts of each part's mean loss, (G,) the parts' mean losses, without gradient).
 
-class FusedSampledSoftmaxLoss(_FusedLoss):
-    """TF's ``sampled_softmax_loss`` (mean over rows): the true logit and S sampled ones, each corrected by
-    ``-log(expected count)``, accidental hits removed.
-
-    Args: hidden (N, P), weight (V, P), bias (V,), targets (N,), sampled (S,) distinct ids, log_expected (S,)
-    and target_log_expected (N,) the logs of their expected counts.
+    A part of 2 fields is (hidden (N, P), targets (N,)): the full softmax. A part of 5 fields is TF's
+    ``sampled_softmax_loss``: (hidden, targets, sampled (S,) distinct ids, log_expected (S,), target_log_expected
+    (N,)), the true logit and the S sampled ones each corrected by ``-log(expected count)``, accidental hits
+    removed.
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, sampled, log_expected, target_log_expected, block_rows=512,
-                matmul_dtype=None):
-        acc = bias.dtype
-        w_target = weight[targets]  # (N, P)
-        true_logits = (hidden.to(acc) * w_target).sum(-1) + bias[targets] - target_log_expected  # (N,)
-        total, d_hidden, d_sampled_w, d_sampled_b, d_true = _blockwise(
-            hidden, weight[sampled], bias[sampled] - log_expected, block_rows, matmul_dtype, targets,
-            true_logits, sampled,
-        )
-        d_hidden.addcmul_(d_true.unsqueeze(1), w_target)
-        d_weight = torch.zeros_like(weight).index_add_(0, sampled, d_sampled_w)
-        d_weight.index_add_(0, targets, d_true.unsqueeze(1) * hidden.to(acc))
-        d_bias = torch.zeros_like(bias).index_add_(0, sampled, d_sampled_b).index_add_(0, targets, d_true)
-        return _FusedLoss._save(ctx, hidden.shape[0], total, d_hidden, d_weight, d_bias, hidden, 9)
+    def forward(ctx, weight, bias, block_rows, matmul_dtype, fields, *flat):
+        part_loss = _full_part if fields == 2 else _sampled_part
+        parts = [flat[k : k + fields] for k in range(0, len(flat), fields)]
+        d_weight, d_bias = torch.zeros_like(weight), torch.zeros_like(bias)
+        losses, d_hiddens = [], []
+        for hidden, *rest in parts:
+            scale = 1.0 / (len(parts) * hidden.shape[0])
+            total, d_hidden = part_loss(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, *rest)
+            losses.append(total / hidden.shape[0])
+            d_hiddens.append(d_hidden)
+        ctx.gradients = d_weight, d_bias, d_hiddens  # kept off save_for_backward: handed to autograd, not copied
+        ctx.hidden_dtypes = [part[0].dtype for part in parts]
+        ctx.fields = fields
+        part_losses = torch.stack(losses).to(bias.dtype)
+        ctx.mark_non_differentiable(part_losses)
+        return part_losses.mean(), part_losses
+
+    @staticmethod
+    def backward(ctx, grad, _):
+        if ctx.gradients is None:
+            raise RuntimeError("the fused softmax loss can be backpropagated only once (retain_graph is not supported)")
+        d_weight, d_bias, d_hiddens = ctx.gradients
+        ctx.gradients = None
+        inputs = []
+        for d_hidden, dtype in zip(d_hiddens, ctx.hidden_dtypes):
+            inputs += [(d_hidden * grad).to(dtype)] + [None] * (ctx.fields - 1)
+        return d_weight.mul_(grad), d_bias.mul_(grad), None, None, None, *inputs
+
+
+def fused_loss(weight: torch.Tensor, bias: torch.Tensor, parts: Sequence[Sequence[torch.Tensor]],
+               block_rows: int = 512, matmul_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:class:`FusedSoftmaxLoss` over ``parts`` (all full, or all sampled): (mean loss, (G,) part losses)."""
+    flat = [tensor for part in parts for tensor in part]
+    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, len(parts[0]), *flat)
