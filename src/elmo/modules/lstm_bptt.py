@@ -7,7 +7,7 @@ the forward loop runs without recording, keeps the activations backpropagation n
 projection; both weight gradients are then one large GEMM each over all T steps.
 
 The window runs G independent layers of one shape in lockstep (the biLM's forward and backward layers: G = 2):
-each step is one batched GEMM and one set of elementwise ops for all G, so the per-op overhead, which dominates
+each step is one batched GEMM and one set of elementwise ops for all G, so the per-op overhead, a large share
 at B = 32 rows on a CPU, is paid once instead of G times.
 
 With ``matmul_dtype=torch.bfloat16`` (bf16 autocast) the GEMMs read bfloat16 copies of their operands (the
