@@ -4,10 +4,11 @@
       -> for each (width, n): conv over the W positions (VALID) -> max over positions -> + bias -> activation
       -> concat (U, F) -> highway layers -> linear projection to P (only when F != P) -> back to (B, T, P)
 
-Speed: a token's vector depends on its characters only, so each distinct token of a batch is encoded once
-(a batch of 64 sentences repeats "the", ",", "." and padding many times). All widths run as ONE GEMM: kernels
-are zero-padded to the widest width K and every position gets a window of K characters. The bias is added after the max (max(x + b) = max(x) + b), as one (U, F) add instead of one per position.
-The weights stay in the ``nn.Conv1d`` modules, so names and shapes match the original files.
+Speed: a token's vector depends on its characters only, so each distinct token of a batch is encoded once (a batch
+of 64 sentences repeats "the", ",", "." and padding many times). All widths run as ONE GEMM: kernels are zero-padded
+to the widest width K and every position gets a window of K characters. The bias is added after the max (max(x + b)
+= max(x) + b), as one (U, F) add instead of one per position. The weights stay in the ``nn.Conv1d`` modules, so
+names and shapes match the original files.
 
 Most of the W = 50 positions are padding. Every row ends in a run of one repeated id (padding, or 0 for a masked
 token) starting at n, and every window that starts inside that run sees the same characters as the one at n, so

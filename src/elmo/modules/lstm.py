@@ -9,15 +9,14 @@ bilm-tf. With gate pre-activations in TF's order ``i, j, f, o``::
 The forget-gate offset of 1 is a constant of the cell, not folded into the bias, exactly as in TF: the stored
 bias is the file's bias, so weights round-trip bit for bit.
 
-Speed: the input half of the gate GEMM does not depend on the recurrence, so it is computed for all time steps
-at once (one large GEMM); each step is then one (B, P) x (P, 4C) GEMM, the elementwise gate math and the
-projection. Training windows (no mask) run as one autograd node with a hand-written backward
-(:mod:`elmo.modules.lstm_bptt`), and :func:`run_stacks_in_lockstep` runs the biLM's two directions through it
-together, one batched op for both at every step. Without autograd (inference), :func:`_run_inference` goes further, as the
-original's CUDA-free fast paths do: rows are sorted by length so step t only touches the n_t rows still running
-(no masking), the forget offset is added once for all steps, and the gate math runs in place on preallocated
-buffers. The memory cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate
-rounding.
+Speed: the input half of the gate GEMM does not depend on the recurrence, so it is computed for all time steps at
+once (one large GEMM); each step is then one (B, P) x (P, 4C) GEMM, the elementwise gate math and the projection.
+Training windows (no mask) run as one autograd node with a hand-written backward (:mod:`elmo.modules.lstm_bptt`),
+and :func:`run_stacks_in_lockstep` runs the biLM's two directions through it together, one batched op for both at
+every step. Without autograd (inference), :func:`_run_inference` goes further, as the original's CUDA-free fast
+paths do: rows are sorted by length so step t only touches the n_t rows still running (no masking), the forget
+offset is added once for all steps, and the gate math runs in place on preallocated buffers. The memory cells stay
+float32 even when the weights are bfloat16, so long sentences do not accumulate rounding.
 """
 
 from __future__ import annotations
