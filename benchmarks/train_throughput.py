@@ -14,9 +14,10 @@ arithmetic.
 ``--reference`` also times AllenNLP's biLM modules (``_ElmoCharacterEncoder`` + ``ElmoLstm``, from
 ``pip install --no-deps simple-elmo-pytorch==0.2``), built from the same weights, with gradients enabled, trained
 with the same softmax head (``head_losses``: both directions in one fused call), negatives and optimizer on the
-same batches; steps of the two alternate, so a busy
-machine slows both alike. With ``--precision bf16`` both run under bfloat16 autocast; the table also compares
-ours in bf16 with the reference in float32 when both precisions are measured.
+same batches. Every round runs one step of each implementation at each precision, interleaved, so a machine whose
+speed drifts (shared cores) moves every column alike. With ``--precision bf16`` both run under bfloat16 autocast;
+the table also compares ours in bf16 with the reference in float32 (how AllenNLP trains on a CPU) when both
+precisions are measured.
 """
 
 from __future__ import annotations
@@ -143,10 +144,14 @@ class ReferenceStep:
         self.optimizer.step()
 
 
-def measure(config: str, batch_size: int, vocab_size: int, steps: int, bf16: bool, full_softmax: bool,
-            reference: bool = False) -> dict:
-    """Median step times of ours (and of the reference, alternating with ours) under one precision."""
-    overrides = {"batch_size": batch_size, "bf16": bf16, "sample_softmax": not full_softmax}
+def measure(config: str, batch_size: int, vocab_size: int, steps: int, precisions: list[str], full_softmax: bool,
+            reference: bool = False) -> list[dict]:
+    """Median step times of ours (and of the reference) at each precision, all interleaved step by step.
+
+    Every round runs one step of each (precision, implementation) pair on the same batch, so a machine that speeds
+    up or slows down during the run moves every column alike, and any two columns can be compared (the table
+    compares ours in bf16 with the reference in float32 too)."""
+    overrides = {"batch_size": batch_size, "sample_softmax": not full_softmax}
     cfg, train = load_preset(config, overrides)
     torch.manual_seed(0)
     lm = build_language_model(cfg, train, vocab_size).train()
@@ -155,42 +160,46 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, bf16: boo
     h, c = lm.bilm.zero_state(batch_size)
     width = cfg.char_cnn.max_characters_per_token
     ref = ReferenceStep(lm, train) if reference else None
-    times, ref_times, step_flops = [], [], []
+    times = {(p, who): [] for p in precisions for who in ("ours", "reference")}
+    step_flops = []
     for step in range(steps + 2):
         batch = random_batch(batch_size, train.unroll_steps, vocab_size, width, generator)
-        if ref is not None:
-            start = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                ref.step(batch, [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None)
-            if step >= 2:
-                ref_times.append(time.perf_counter() - start)
-        start = time.perf_counter()
         samples = [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            out = lm(batch.word_char_ids, batch.forward_index, batch.backward_index, batch.forward_targets,
-                     batch.backward_targets, (h, c), samples)
-            (out.loss * train.unroll_steps).backward()
-        torch.nn.utils.clip_grad_norm_(lm.parameters(), train.all_clip_norm_val)
-        opt.step()
-        h, c = (s.detach() for s in out.state)
-        if step >= 2:  # warm-up steps excluded
-            times.append(time.perf_counter() - start)
-            step_flops.append(our_flops_per_step(lm, batch))
+        for precision in precisions:
+            autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+            if ref is not None:
+                start = time.perf_counter()
+                with autocast:
+                    ref.step(batch, samples)
+                times[precision, "reference"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            opt.zero_grad()
+            with autocast:
+                out = lm(batch.word_char_ids, batch.forward_index, batch.backward_index, batch.forward_targets,
+                         batch.backward_targets, (h, c), samples)
+                (out.loss * train.unroll_steps).backward()
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), train.all_clip_norm_val)
+            opt.step()
+            h, c = (s.detach() for s in out.state)
+            times[precision, "ours"].append(time.perf_counter() - start)
+        step_flops.append(our_flops_per_step(lm, batch))
     tokens = batch_size * train.unroll_steps
-    step_s = statistics.median(times)
-    gemm = gemm_flops(torch.bfloat16 if bf16 else torch.float32)
-    result = {"config": config, "batch_size": batch_size, "unroll_steps": train.unroll_steps,
-              "vocab_size": vocab_size, "precision": "bf16" if bf16 else "fp32",
-              "softmax": "full" if full_softmax else f"sampled({train.n_negative_samples_batch})",
-              "threads": torch.get_num_threads(), "tokens_per_s": round(tokens / step_s, 1),
-              "gemm_gflops": round(gemm / 1e9, 1),
-              "gemm_fraction_reference_count": round(reference_flops_per_token(lm) * tokens / step_s / gemm, 3),
-              "gemm_fraction_our_count": round(statistics.median(step_flops) / step_s / gemm, 3)}
-    if ref_times:
-        result["reference_tokens_per_s"] = round(tokens / statistics.median(ref_times), 1)
-        result["speedup_vs_reference"] = round(result["tokens_per_s"] / result["reference_tokens_per_s"], 2)
-    return result
+    results = []
+    for precision in precisions:
+        step_s = statistics.median(times[precision, "ours"][2:])  # two warm-up rounds excluded
+        gemm = gemm_flops(torch.bfloat16 if precision == "bf16" else torch.float32)
+        result = {"config": config, "batch_size": batch_size, "unroll_steps": train.unroll_steps,
+                  "vocab_size": vocab_size, "precision": precision,
+                  "softmax": "full" if full_softmax else f"sampled({train.n_negative_samples_batch})",
+                  "threads": torch.get_num_threads(), "tokens_per_s": round(tokens / step_s, 1),
+                  "gemm_gflops": round(gemm / 1e9, 1),
+                  "gemm_fraction_reference_count": round(reference_flops_per_token(lm) * tokens / step_s / gemm, 3),
+                  "gemm_fraction_our_count": round(statistics.median(step_flops[2:]) / step_s / gemm, 3)}
+        if ref is not None:
+            result["reference_tokens_per_s"] = round(tokens / statistics.median(times[precision, "reference"][2:]), 1)
+            result["speedup_vs_reference"] = round(result["tokens_per_s"] / result["reference_tokens_per_s"], 2)
+        results.append(result)
+    return results
 
 
 def table(results: list[dict]) -> str:
@@ -227,11 +236,10 @@ def main() -> None:
     args = parser.parse_args()
     if not args.system_malloc:
         keep_freed_memory()  # as `elmo train` does; the reference runs in this process too, so it gains alike
-    results = []
-    for precision in args.precision:
-        results.append(measure(args.config, args.batch_size, args.vocab_size, args.steps, precision == "bf16",
-                               args.full_softmax, args.reference))
-        print(json.dumps(results[-1]), flush=True)
+    results = measure(args.config, args.batch_size, args.vocab_size, args.steps, args.precision, args.full_softmax,
+                      args.reference)
+    for result in results:
+        print(json.dumps(result), flush=True)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\n{args.config}, {args.batch_size} x {results[0]['unroll_steps']} tokens, {results[0]['softmax']} "
           f"softmax over {args.vocab_size} words, {results[0]['threads']} threads, median of {args.steps} steps, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from elmo.modules.lstm import LstmCellWithProjection, LstmStack, run_stacks_in_lockstep
+from elmo.modules.lstm import LstmCellWithProjection, LstmStack, StackedWeights, run_stacks_in_lockstep
 from elmo.modules.lstm_bptt import LstmWindow
 
 
@@ -89,6 +89,38 @@ def test_lockstep_stacks_equal_each_stack_on_its_own():
             torch.testing.assert_close(grads[0][0], own[0][0], rtol=1e-10, atol=1e-10)
             for a, b in zip(grads[1:], own[1:]):
                 torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_stacked_weights_cast_once_and_hand_back_gradients_in_each_weights_dtype():
+    weights = [torch.randn(6, 4, requires_grad=True) for _ in range(2)]
+    stacked = StackedWeights.apply(torch.bfloat16, *weights)  # (2, 6, 4)
+    assert stacked.dtype == torch.bfloat16
+    assert torch.equal(stacked.float(), torch.stack([w.detach().bfloat16().float() for w in weights]))
+    upstream = torch.randn(2, 6, 4).bfloat16()
+    stacked.backward(upstream)
+    for g, weight in enumerate(weights):
+        assert weight.grad.dtype == torch.float32 and torch.equal(weight.grad, upstream[g].float())
+    storages = {w.grad.untyped_storage().data_ptr() for w in weights}
+    assert len(storages) == 2  # each gradient owns its memory (autograd keeps it as .grad without a copy)
+
+
+def test_bf16_window_gradients_are_close_to_float32():
+    """Under bf16 autocast the GEMMs read bf16 operands; the weight gradients still reach every float32 weight and
+    agree with the float32 computation to bf16 precision."""
+    torch.manual_seed(0)
+    stacks = [LstmStack([LstmCellWithProjection(16, 32, 16, 3.0, 3.0) for _ in range(2)], residual=True)
+              for _ in range(2)]
+    x = torch.randn(2, 6, 4, 16)  # (G, T, B, in)
+    state = (torch.zeros(2, 2, 4, 16), torch.zeros(2, 2, 4, 32))
+    params = [p for stack in stacks for p in stack.parameters()]
+    grads = []
+    for bf16 in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            top, _ = run_stacks_in_lockstep(stacks, x, state)
+        grads.append(torch.autograd.grad(top.float().square().sum(), params))
+    for fp32, bf16 in zip(*grads):
+        assert bf16.dtype == torch.float32
+        assert (bf16 - fp32).norm() <= 0.05 * fp32.norm()
 
 
 def _node_names(tensor: torch.Tensor, depth: int = 4) -> set[str]:

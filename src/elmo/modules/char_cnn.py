@@ -45,7 +45,9 @@ class MaxPool(torch.autograd.Function):
         # weight position p by positions - p: the largest weight among the maxima marks the first of them
         small = torch.uint8 if positions < 256 else torch.int32
         weights = torch.arange(positions, 0, -1, dtype=small, device=x.device).view(1, -1, 1)
-        first = positions - (x == values.unsqueeze(1)).to(small).mul_(weights).amax(dim=1)  # (n, F)
+        maxima = x == values.unsqueeze(1)  # (n, positions, F) bool
+        maxima = maxima.view(torch.uint8) if small == torch.uint8 else maxima.to(small)  # bool -> uint8: no copy
+        first = positions - maxima.mul_(weights).amax(dim=1)  # (n, F)
         ctx.save_for_backward(first)
         ctx.shape = x.shape
         return values
@@ -90,7 +92,7 @@ class CharCNNEncoder(nn.Module):
         batch, time, width = char_ids.shape
         distinct, index = torch.unique(char_ids.reshape(-1, width), dim=0, return_inverse=True)  # (U, W), (B*T,)
         vectors = self.encode_tokens(distinct)  # (U, P)
-        return vectors[index].view(batch, time, -1)
+        return vectors.index_select(0, index).view(batch, time, -1)
 
     def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
         """(N, W) long -> (N, P): the token layer of N tokens."""
@@ -112,7 +114,7 @@ class CharCNNEncoder(nn.Module):
                 parts.append(self._max_over_positions(windows, kernel, self._invalid_positions(width)))
         pooled = torch.cat(parts)  # (N, F) in the order of `order`
         if sort:
-            pooled = pooled[torch.argsort(order)]
+            pooled = pooled.index_select(0, torch.argsort(order))
         x = self.activation(pooled + self._bias().to(pooled.dtype))
         if self.highway is not None:
             x = self.highway(x)

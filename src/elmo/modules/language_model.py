@@ -61,8 +61,8 @@ class BiLMLanguageModel(nn.Module):
         self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
 
     def encode_words(self, word_char_ids: torch.Tensor) -> torch.Tensor:
-        """(U, W) +1-shifted char ids -> (U, P) token vectors (the char CNN runs once per distinct word)."""
-        return self.bilm.token_encoder(word_char_ids.unsqueeze(0)).squeeze(0)
+        """(U, W) +1-shifted char ids of distinct words -> (U, P) token vectors (the char CNN runs once per word)."""
+        return self.bilm.token_encoder.encode_tokens(word_char_ids)
 
     def direction_hidden(
         self, direction: int, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None,
@@ -95,7 +95,7 @@ class BiLMLanguageModel(nn.Module):
         words = self.encode_words(word_char_ids)  # (U, P)
         index = torch.stack([forward_index, backward_index]).transpose(1, 2)  # (2, T, B)
         stacks = (self.bilm.forward_lstm, self.bilm.backward_lstm)
-        tops, final = run_stacks_in_lockstep(stacks, words[index], state)  # (2, T, B, P)
+        tops, final = run_stacks_in_lockstep(stacks, nn.functional.embedding(index, words), state)  # (2, T, B, P)
         hiddens = []
         for direction in range(2):
             top = self.output_dropout(tops[direction].transpose(0, 1))  # (B, T, P)

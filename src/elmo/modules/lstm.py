@@ -216,15 +216,16 @@ def run_windows(
     """
     first = layers[0]
     groups, time, batch, _ = inputs.shape
-    if groups == 1:
-        x_gates = first.input_linearity(inputs[0]).unsqueeze(0)  # (1, T, B, 4C): all steps in one GEMM
-    else:
-        w_in = torch.stack([layer.input_linearity.weight for layer in layers])  # (G, 4C, in)
-        b_in = torch.stack([layer.input_linearity.bias for layer in layers]).unsqueeze(1)  # (G, 1, 4C)
-        x_gates = torch.baddbmm(b_in, inputs.reshape(groups, time * batch, -1), w_in.transpose(1, 2))
-        x_gates = x_gates.view(groups, time, batch, -1)  # (G, T, B, 4C)
-    w_state = _stacked([layer._recurrent_weight() for layer in layers])  # (G, 4C, P)
-    w_proj = None if first.projection is None else _stacked([layer.projection.weight for layer in layers])
+    device_type = inputs.device.type
+    dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else inputs.dtype
+    w_in = StackedWeights.apply(dtype, *(layer.input_linearity.weight for layer in layers))  # (G, 4C, in)
+    b_in = torch.stack([layer.input_linearity.bias for layer in layers]).unsqueeze(1)  # (G, 1, 4C)
+    x_gates = torch.baddbmm(b_in, inputs.reshape(groups, time * batch, -1), w_in.transpose(1, 2))
+    x_gates = x_gates.view(groups, time, batch, -1)  # (G, T, B, 4C): all steps in one GEMM
+    w_state = StackedWeights.apply(dtype, *(layer._recurrent_weight() for layer in layers))  # (G, 4C, P)
+    w_proj = None
+    if first.projection is not None:
+        w_proj = StackedWeights.apply(dtype, *(layer.projection.weight for layer in layers))  # (G, P, C)
     proj_clip = first.proj_clip if first.projection is not None else None
     with autocast_suspended(inputs.device) as matmul_dtype:
         out, h, c = LstmWindow.apply(x_gates, state[0], state[1], w_state, w_proj, first.forget_bias,
@@ -232,9 +233,22 @@ def run_windows(
     return out, (h, c)
 
 
-def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """(G, ...) from G tensors; a view when G = 1."""
-    return tensors[0].unsqueeze(0) if len(tensors) == 1 else torch.stack(tensors)
+class StackedWeights(torch.autograd.Function):
+    """(dtype, G weights of one shape) -> (G, ...) in ``dtype``: cast and stacked in one pass (not a stack, then
+    autocast's cast); backward hands each weight its gradient in the weight's dtype as a new tensor, which
+    autograd keeps as ``.grad`` as it is (slices of one stacked gradient would each be copied)."""
+
+    @staticmethod
+    def forward(ctx, dtype, *weights):
+        ctx.dtypes = [w.dtype for w in weights]
+        stacked = weights[0].new_empty((len(weights), *weights[0].shape), dtype=dtype)
+        for g, weight in enumerate(weights):
+            stacked[g].copy_(weight)
+        return stacked
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, *(grad[g].to(dtype, copy=True) for g, dtype in enumerate(ctx.dtypes))
 
 
 class LstmStack(nn.Module):
