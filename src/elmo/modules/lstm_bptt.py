@@ -74,7 +74,7 @@ class LstmWindow(torch.autograd.Function):
         else:
             hidden = acts.new_empty(groups, time, batch, cells, dtype=mm)  # o * tanh(c): the projection's input
             p_pre = acts.new_empty(groups, time, batch, h0.shape[-1], dtype=mm) if proj_clip is not None else None
-        # per-step views, made once (T x (G, B, .)): the loop below is per-op overhead more than arithmetic
+        # per-step views, made once (T x (G, B, .)): nothing is sliced inside the loop, which pays for every op
         gates_t, c_t, c_pre_t, tanh_t, h_t, hidden_t = (
             x.unbind(1) for x in (acts, c_seq, c_pre, tanh_c, h_seq, hidden))
         p_pre_t = p_pre.unbind(1) if p_pre is not None else None
