@@ -11,7 +11,7 @@ own carried state, exactly as the original trainer feeds it. Dropout on every LS
 
 Speed, without changing the arithmetic: the two stacks run in lockstep (one batched op per step for both
 directions, :func:`~elmo.modules.lstm.run_stacks_in_lockstep`), and the softmax head takes both directions in one
-fused call with a single dense weight gradient (:func:`~elmo.modules.softmax.head_losses`).
+fused call with a single weight gradient (:func:`~elmo.modules.softmax.head_losses`).
 """
 
 from __future__ import annotations

@@ -85,9 +85,9 @@ class Softmax(nn.Module):
         return losses.mean(), losses
 
     def _sampled_loss_plain(self, hidden, targets, sampled, expected, target_expected) -> torch.Tensor:
-        true_logits = (hidden * self.weight[targets]).sum(-1) + self.bias[targets]  # (N,)
+        true_logits = (hidden * self.weight.index_select(0, targets)).sum(-1) + self.bias.index_select(0, targets)
         true_logits = true_logits.float() - target_expected.log()
-        sampled_logits = F.linear(hidden, self.weight[sampled], self.bias[sampled])  # (N, S)
+        sampled_logits = F.linear(hidden, self.weight.index_select(0, sampled), self.bias.index_select(0, sampled))
         sampled_logits = sampled_logits.float() - expected.log()
         hits = targets.unsqueeze(1) == sampled.unsqueeze(0)  # (N, S) accidental hits
         sampled_logits = sampled_logits.masked_fill(hits, float("-inf"))

@@ -51,8 +51,8 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
         rows = slice(lo, lo + block_rows)
         h, tgt = h_all[rows], targets[rows]
         n = h.shape[0]
-        # (n, K) float32 logits (a cast, then an add: faster on CPU than one add of mixed dtypes)
-        logits = (h @ w.t()).to(acc).add_(bias) if low else torch.addmm(bias, h, w.t())
+        # (n, K) float32 logits; from bf16 GEMM output, the bias add is the cast (one op)
+        logits = torch.add(h @ w.t(), bias) if low else torch.addmm(bias, h, w.t())
         if sampled is None:
             correct = logits.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
         else:
