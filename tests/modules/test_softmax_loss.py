@@ -91,11 +91,14 @@ def _sampled_reference(softmax, hidden, targets, sampled, log_expected, target_l
 
 
 @pytest.mark.parametrize("block_rows", [1, 5, 512])
-def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_rows):
+@pytest.mark.parametrize("n_sampled", [20, 1])
+def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_rows, n_sampled):
+    """With one negative, the rows whose target it is have no candidate but their target: loss and gradients 0."""
     softmax, hidden, targets = _case()
-    sampled = torch.randperm(50)[:20]  # distinct ids; some rows' targets are among them (accidental hits)
+    # distinct ids; some rows' targets are among them (accidental hits)
+    sampled = torch.randperm(50)[:20] if n_sampled > 1 else targets[:1].clone()
     assert bool((targets.unsqueeze(1) == sampled).any())
-    log_expected = torch.rand(20, dtype=torch.float64).log()
+    log_expected = torch.rand(n_sampled, dtype=torch.float64).log()
     target_log_expected = torch.rand(37, dtype=torch.float64).log()
     args = (targets, sampled, log_expected, target_log_expected)
     ref = _loss_and_grads(lambda: _sampled_reference(softmax, hidden, *args), softmax, hidden)

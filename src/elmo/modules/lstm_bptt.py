@@ -59,9 +59,9 @@ class LstmWindow(torch.autograd.Function):
         scale, offset = acts.new_ones(2, cells), acts.new_zeros(2, cells)
         scale[0], offset[1] = 2.0, forget_bias
         torch.addcmul(offset.view(-1), mid, scale.view(-1), out=mid)
-        w_state_fwd = w_state_mm.clone()
-        w_state_fwd[:, cells : 2 * cells] *= 2.0
-        w_state_t = w_state_fwd.transpose(1, 2)  # (G, P, 4C)
+        # the forward GEMMs read their weights contiguous (G, in, out): faster than transposed views on CPU
+        w_state_t = w_state_mm.transpose(1, 2).contiguous()  # (G, P, 4C)
+        w_state_t[..., cells : 2 * cells] *= 2.0
         c_seq = acts.new_empty(groups, time + 1, batch, cells)  # c_0 .. c_T, after the clip
         c_pre = acts.new_empty(groups, time, batch, cells) if cell_clip is not None else c_seq[:, 1:]
         tanh_c = acts.new_empty(groups, time, batch, cells)
@@ -78,7 +78,7 @@ class LstmWindow(torch.autograd.Function):
         gates_t, c_t, c_pre_t, tanh_t, h_t, hidden_t = (
             x.unbind(1) for x in (acts, c_seq, c_pre, tanh_c, h_seq, hidden))
         p_pre_t = p_pre.unbind(1) if p_pre is not None else None
-        w_proj_t = None if w_proj is None else w_proj_mm.transpose(1, 2)  # (G, C, P)
+        w_proj_t = None if w_proj is None else w_proj_mm.transpose(1, 2).contiguous()  # (G, C, P)
         for t in range(time):
             gates = gates_t[t]  # (G, B, 4C)
             if mm == acc:
