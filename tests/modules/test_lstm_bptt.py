@@ -96,7 +96,9 @@ def test_stacked_weights_cast_once_and_hand_back_gradients_in_each_weights_dtype
     stacked = StackedWeights.apply(torch.bfloat16, *weights)  # (2, 6, 4)
     assert stacked.dtype == torch.bfloat16
     assert torch.equal(stacked.float(), torch.stack([w.detach().bfloat16().float() for w in weights]))
-    upstream = torch.randn(2, 6, 4).bfloat16()
+    upstream = torch.randn(2, 4, 6).bfloat16().transpose(1, 2)  # laid out as a GEMM with W^T returns it
+    # contiguous as handed over: the layout autograd keeps as .grad without copying it again
+    assert all(grad.is_contiguous() for grad in torch.autograd.grad(stacked, weights, upstream, retain_graph=True))
     stacked.backward(upstream)
     for g, weight in enumerate(weights):
         assert weight.grad.dtype == torch.float32 and torch.equal(weight.grad, upstream[g].float())

@@ -235,8 +235,9 @@ def run_windows(
 
 class StackedWeights(torch.autograd.Function):
     """(dtype, G weights of one shape) -> (G, ...) in ``dtype``: cast and stacked in one pass (not a stack, then
-    autocast's cast); backward hands each weight its gradient in the weight's dtype as a new tensor, which
-    autograd keeps as ``.grad`` as it is (slices of one stacked gradient would each be copied)."""
+    autocast's cast); backward hands each weight its gradient in the weight's dtype as a new contiguous tensor,
+    which autograd keeps as ``.grad`` as it is (slices of one stacked gradient, or a gradient laid out transposed,
+    as a GEMM of the transposed weights returns it, would each be copied again)."""
 
     @staticmethod
     def forward(ctx, dtype, *weights):
@@ -248,7 +249,8 @@ class StackedWeights(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return None, *(grad[g].to(dtype, copy=True) for g, dtype in enumerate(ctx.dtypes))
+        return None, *(grad[g].to(dtype, memory_format=torch.contiguous_format, copy=True)
+                       for g, dtype in enumerate(ctx.dtypes))
 
 
 class LstmStack(nn.Module):
