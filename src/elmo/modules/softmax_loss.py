@@ -69,8 +69,8 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
             logits[hit_rows[in_block] - lo, hit_columns[in_block]] = float("-inf")  # accidental hits removed
             correct = true_logits[rows]
         top = logits.amax(dim=1)  # (n,)
-        if sampled is not None and sampled.shape[0] == 1:  # a row whose only negative was its target has none left
-            logits[torch.isneginf(top)] = 0.0  # (any finite row: its weight below is exp(-inf) = 0)
+        if sampled is not None and sampled.shape[0] == 1:  # a row whose only negative was its target has none left:
+            logits[torch.isneginf(top)] = 0.0  # any finite values do, its row_scale below is exp(-inf) = 0
         probs = torch.softmax(logits, dim=1)  # (n, K)
         lse = top - probs.amax(dim=1).log()  # (n,): the largest probability is exp(0) / sum
         row_scale = torch.full_like(lse, scale)  # normalises and scales the block's gradients at once
