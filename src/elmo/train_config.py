@@ -76,6 +76,10 @@ class TrainConfig:
     """Micro-batches per optimizer step (more rows per step without more memory)."""
     bf16: bool = False
     """bfloat16 autocast for the matrix products (pays on GPUs and CPUs with bf16 units)."""
+    compile_lstm: bool = False
+    """``torch.compile`` the LSTM training windows' step loops: each step's elementwise work fused into one kernel
+    (a large share of a CPU step at 32-64 rows); costs a minute or two of compiling when a run starts, and falls back
+    to the eager loops, with a warning, where compiling fails (no C++ compiler)."""
     checkpoint_every: int = 1250
     keep_checkpoints: int = 2
     log_every: int = 100

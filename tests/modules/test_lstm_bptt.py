@@ -159,3 +159,66 @@ def test_bf16_autocast_window_keeps_float32_state_and_stays_close():
         results.append((out, h, c, *grads))
     for fp32, bf16 in zip(*results):
         assert (bf16 - fp32).norm() / fp32.norm() < 2e-2  # bf16 GEMM operands, float32 gate math and cells
+
+
+def _window_case(dtype, projection=True, clip=0.5, seed=0):
+    """G = 2 layers of 3 steps, B = 3, C = 5, P = 4, with weights large enough that both clips bind somewhere."""
+    generator = torch.Generator().manual_seed(seed)
+    p = 4 if projection else 5
+    shapes = [(2, 3, 3, 20), (2, 3, p), (2, 3, 5), (2, 20, p)] + ([(2, p, 5)] if projection else [])
+    tensors = [(2 * torch.randn(s, dtype=dtype, generator=generator)).requires_grad_() for s in shapes]
+    if not projection:
+        tensors.append(None)
+    return tensors, (1.0, clip, clip if projection else None)
+
+
+def _window_values_and_gradients(inputs, constants, matmul_dtype, compiled):
+    out, h, c = LstmWindow.apply(*inputs, *constants, matmul_dtype, compiled)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view(out.shape)
+    loss = (out * weights).sum() + h.square().sum() + c.sum()
+    return [out, h, c, *torch.autograd.grad(loss, [x for x in inputs if x is not None])]
+
+
+@pytest.mark.parametrize("dtype, matmul_dtype, tolerance", [(torch.float64, None, 1e-12),
+                                                            (torch.float32, torch.bfloat16, 1e-5)])
+def test_compiled_step_loops_match_the_eager_ones(dtype, matmul_dtype, tolerance):
+    """``compile_lstm``: the step loops through torch.compile give the eager loops' values and gradients."""
+    from elmo.modules import lstm_bptt
+
+    inputs, constants = _window_case(dtype)
+    eager = _window_values_and_gradients(inputs, constants, matmul_dtype, compiled=False)
+    compiled = _window_values_and_gradients(inputs, constants, matmul_dtype, compiled=True)
+    assert lstm_bptt.compiled_steps_available()  # compiled for real, no fallback
+    assert {lstm_bptt.forward_steps, lstm_bptt.backward_steps} <= set(lstm_bptt._compiled_functions)
+    for name, a, b in zip(["out", "h", "c", "d_x_gates", "d_h0", "d_c0", "d_w_state", "d_w_proj"], eager, compiled):
+        assert a.dtype == b.dtype, name
+        torch.testing.assert_close(b, a, rtol=tolerance, atol=tolerance, msg=name)
+
+
+def test_compiled_loops_without_projection_match_the_eager_ones():
+    inputs, constants = _window_case(torch.float64, projection=False)
+    eager = _window_values_and_gradients(inputs, constants, None, compiled=False)
+    compiled = _window_values_and_gradients(inputs, constants, None, compiled=True)
+    for a, b in zip(eager, compiled):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
+
+
+def test_a_failing_compile_falls_back_to_the_eager_loops_with_a_warning(monkeypatch, caplog):
+    from elmo.modules import lstm_bptt
+
+    def broken_compile(function, **_):
+        def run(*args):
+            raise RuntimeError("no C++ compiler found")
+        return run
+
+    monkeypatch.setattr(lstm_bptt, "_compiled_functions", {})
+    monkeypatch.setattr(lstm_bptt, "_compile_failure", [])
+    monkeypatch.setattr(lstm_bptt.torch, "compile", broken_compile)
+    inputs, constants = _window_case(torch.float64)
+    eager = _window_values_and_gradients(inputs, constants, None, compiled=False)
+    with caplog.at_level("WARNING"):
+        fallback = _window_values_and_gradients(inputs, constants, None, compiled=True)
+    assert "torch.compile of the LSTM step loops failed (RuntimeError: no C++ compiler found)" in caplog.text
+    assert not lstm_bptt.compiled_steps_available()
+    for a, b in zip(eager, fallback):
+        assert torch.equal(a, b)

@@ -48,15 +48,18 @@ class BiLMLanguageModel(nn.Module):
         output_dropout: dropout on the top LSTM output before the softmax (0.1 in the original).
         num_sampled: negatives per batch for the sampled softmax (8192 in the original), or None.
         variational_dropout: the output dropout keeps one mask per row over the window's time steps.
+        compile_lstm: the LSTM training windows' step loops through ``torch.compile``
+            (:func:`~elmo.modules.lstm.run_windows`).
     """
 
     def __init__(
         self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192,
-        variational_dropout: bool = False,
+        variational_dropout: bool = False, compile_lstm: bool = False,
     ):
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
+        self.compile_lstm = compile_lstm
         self.output_dropout = sequence_dropout(output_dropout, variational_dropout)
         self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
 
@@ -95,7 +98,8 @@ class BiLMLanguageModel(nn.Module):
         words = self.encode_words(word_char_ids)  # (U, P)
         index = torch.stack([forward_index, backward_index]).transpose(1, 2)  # (2, T, B)
         stacks = (self.bilm.forward_lstm, self.bilm.backward_lstm)
-        tops, final = run_stacks_in_lockstep(stacks, nn.functional.embedding(index, words), state)  # (2, T, B, P)
+        inputs = nn.functional.embedding(index, words)  # (2, T, B, P)
+        tops, final = run_stacks_in_lockstep(stacks, inputs, state, self.compile_lstm)  # (2, T, B, P)
         hiddens = []
         for direction in range(2):
             top = self.output_dropout(tops[direction].transpose(0, 1))  # (B, T, P)

@@ -207,12 +207,13 @@ class LstmCellWithProjection(nn.Module):
 
 
 def run_windows(
-    layers: Sequence[LstmCellWithProjection], inputs: torch.Tensor, state: LstmState
+    layers: Sequence[LstmCellWithProjection], inputs: torch.Tensor, state: LstmState, compiled: bool = False
 ) -> tuple[torch.Tensor, LstmState]:
     """G layers of one shape, each over its own training window, in lockstep (:class:`LstmWindow`).
 
     inputs (G, T, B, in), state (h (G, B, P), c (G, B, C)) -> outputs (G, T, B, P) and the final (h, c). Under
-    autocast the GEMMs run in the autocast dtype; the cells, outputs and state stay float32.
+    autocast the GEMMs run in the autocast dtype; the cells, outputs and state stay float32. ``compiled``: the step
+    loops through ``torch.compile`` (:func:`~elmo.modules.lstm_bptt.forward_steps`).
     """
     first = layers[0]
     groups, time, batch, _ = inputs.shape
@@ -229,7 +230,7 @@ def run_windows(
     proj_clip = first.proj_clip if first.projection is not None else None
     with autocast_suspended(inputs.device) as matmul_dtype:
         out, h, c = LstmWindow.apply(x_gates, state[0], state[1], w_state, w_proj, first.forget_bias,
-                                     first.cell_clip, proj_clip, matmul_dtype)
+                                     first.cell_clip, proj_clip, matmul_dtype, compiled)
     return out, (h, c)
 
 
@@ -290,13 +291,14 @@ class LstmStack(nn.Module):
 
 
 def run_stacks_in_lockstep(
-    stacks: Sequence[LstmStack], inputs: torch.Tensor, state: LstmState
+    stacks: Sequence[LstmStack], inputs: torch.Tensor, state: LstmState, compiled: bool = False
 ) -> tuple[torch.Tensor, LstmState]:
     """G stacks of one architecture (the biLM's two directions) over their training windows, layer by layer in
     lockstep (:func:`run_windows`): half the per-step ops of running the two directions one after the other.
 
     inputs (G, T, B, in), state (h (G, L, B, P), c (G, L, B, C)) -> top outputs (G, T, B, P) and the final state
-    in the same layout. Without gradients each stack runs on its own (the inference path).
+    in the same layout. Without gradients each stack runs on its own (the inference path). ``compiled``: see
+    :func:`run_windows`.
     """
     if not torch.is_grad_enabled():
         tops, finals = [], []
@@ -311,7 +313,7 @@ def run_stacks_in_lockstep(
         # each direction's own dropout module, on its (B, T, D) view
         x = torch.stack([stack.dropout(x[g].transpose(0, 1)).transpose(0, 1) for g, stack in enumerate(stacks)])
         layers = [stack.layers[index] for stack in stacks]
-        out, (h, c) = run_windows(layers, x, (state[0][:, index], state[1][:, index]))
+        out, (h, c) = run_windows(layers, x, (state[0][:, index], state[1][:, index]), compiled)
         if stacks[0].residual and index > 0:
             out = out + x
         hs.append(h)

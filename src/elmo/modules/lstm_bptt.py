@@ -14,7 +14,10 @@ Per step the elementwise work, not the arithmetic, is what costs on a CPU, so th
 sigmoid for all four gates (tanh(x) = 2 sigmoid(2x) - 1, with j's pre-activation doubled up front; PyTorch's CPU
 ``tanh`` takes five times as long as its ``sigmoid``), the same identity for tanh(c), the step's gate gradients
 gathered in one float32 buffer and cast once, the clips' gradient masks read off the saved values
-(``clamp(x) == x``), and the per-step views made once per window.
+(``clamp(x) == x``), and the per-step views made once per window. With ``compiled=True`` (``compile_lstm`` in
+training) both loops run as pure functions (:func:`forward_steps`, :func:`backward_steps`) through
+``torch.compile``, which fuses each step's elementwise work into one kernel: the same arithmetic, fewer passes,
+none of the per-op overhead.
 
 With ``matmul_dtype=torch.bfloat16`` (bf16 autocast) the GEMMs read bfloat16 operands (weights that arrive in
 float32 are cast once per window), while the gate math, the memory cells, the outputs and the state gradients stay
@@ -30,10 +33,13 @@ of the projected output passes gradients only where the value was inside the cli
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 _sigmoid_backward = torch.ops.aten.sigmoid_backward  # (grad, y) -> grad * y * (1 - y), one pass
 _tanh_backward = torch.ops.aten.tanh_backward  # (grad, y) -> grad * (1 - y * y)
+log = logging.getLogger(__name__)
 
 
 def _tanh(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -46,11 +52,25 @@ class LstmWindow(torch.autograd.Function):
     -> (outputs (G, T, B, P), h_T (G, B, P), c_T (G, B, C))."""
 
     @staticmethod
-    def forward(ctx, x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj_clip, matmul_dtype=None):
+    def forward(ctx, x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj_clip, matmul_dtype=None,
+                compiled=False):
+        ctx.clips = cell_clip, proj_clip
+        ctx.dtypes = x_gates.dtype, w_state.dtype
+        mm = matmul_dtype if matmul_dtype is not None else c0.dtype
+        w_state_mm, w_proj_mm = w_state.to(mm), None if w_proj is None else w_proj.to(mm)
+        saved = None
+        if compiled and compiled_steps_available():
+            saved = _run_compiled(forward_steps, x_gates, h0, c0, w_state_mm, w_proj_mm, forget_bias, cell_clip,
+                                  proj_clip)
+        ctx.compiled = saved is not None
+        if saved is not None:
+            acts, c_seq, c_pre, tanh_c, h_seq, p_pre, hidden = saved
+            ctx.save_for_backward(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state_mm, w_proj_mm,
+                                  hidden if w_proj is not None else None)
+            outputs = h_seq[:, 1:].to(c0.dtype, copy=True) if w_proj is not None else hidden
+            return outputs, outputs[:, -1].clone(), c_seq[:, -1].clone()
         groups, time, batch, four_c = x_gates.shape
         cells, acc = four_c // 4, c0.dtype
-        mm = matmul_dtype if matmul_dtype is not None else acc  # the GEMM operand dtype
-        w_state_mm, w_proj_mm = w_state.to(mm), None if w_proj is None else w_proj.to(mm)
         acts = x_gates.to(acc, copy=True)  # (G, T, B, 4C): pre-activations, turned into activations step by step
         # One sigmoid for all four gates, as tanh(x) = 2 sigmoid(2x) - 1 (PyTorch's CPU tanh takes five times as long
         # as its sigmoid): j's pre-activation is doubled, here and in a copy of its recurrent weights (exact: a power
@@ -102,8 +122,6 @@ class LstmWindow(torch.autograd.Function):
                 torch.clamp(p_pre_t[t], -proj_clip, proj_clip, out=h_t[t + 1])
         ctx.save_for_backward(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state_mm, w_proj_mm,
                               hidden if w_proj is not None else None)
-        ctx.clips = cell_clip, proj_clip
-        ctx.dtypes = x_gates.dtype, w_state.dtype
         outputs = h_seq[:, 1:].to(acc, copy=True) if w_proj is not None else hidden.clone()
         return outputs, outputs[:, -1].clone(), c_seq[:, time].clone()
 
@@ -111,9 +129,13 @@ class LstmWindow(torch.autograd.Function):
     def backward(ctx, d_outputs, d_h_last, d_c_last):
         acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, hidden = ctx.saved_tensors
         cell_clip, proj_clip = ctx.clips
-        x_dtype, w_dtype = ctx.dtypes
         groups, time, batch, four_c = acts.shape
         cells, acc, mm = four_c // 4, acts.dtype, h_seq.dtype
+        if ctx.compiled and compiled_steps_available():
+            result = _run_compiled(backward_steps, acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj,
+                                   cell_clip, proj_clip, d_outputs, d_h_last, d_c_last)
+            if result is not None:
+                return _weight_gradients(ctx, *result, h_seq, hidden, w_proj)
         # d_gates (G, T, B, 4C): gradient of the pre-activations, computed in float32 and stored in the GEMM dtype
         # (the GEMMs are its only readers)
         d_gates = acts.new_empty(acts.shape, dtype=mm)
@@ -157,11 +179,113 @@ class LstmWindow(torch.autograd.Function):
             d_c.mul_(f)
             d_h = torch.bmm(d_gates_t[t], w_state)  # (G, B, P): into h_{t-1}
             d_h = d_h.to(acc) if d_outputs is None or t == 0 else torch.add(d_outputs[:, t - 1], d_h)
-        rows = time * batch
-        d_w_state = torch.bmm(d_gates.view(groups, rows, four_c).transpose(1, 2),
-                              h_seq[:, :time].reshape(groups, rows, -1)).to(w_dtype)  # (G, 4C, P), all steps
-        d_w_proj = None
+        return _weight_gradients(ctx, d_gates, d_h, d_c, d_proj_in, h_seq, hidden, w_proj)
+
+
+def _weight_gradients(ctx, d_gates, d_h, d_c, d_proj_in, h_seq, hidden, w_proj):
+    """LstmWindow.backward's return: both weight gradients as one GEMM each over all T steps."""
+    x_dtype, w_dtype = ctx.dtypes
+    groups, time, batch, four_c = d_gates.shape
+    rows = time * batch
+    d_w_state = torch.bmm(d_gates.view(groups, rows, four_c).transpose(1, 2),
+                          h_seq[:, :time].reshape(groups, rows, -1)).to(w_dtype)  # (G, 4C, P), all steps
+    d_w_proj = None
+    if w_proj is not None:
+        d_w_proj = torch.bmm(d_proj_in.view(groups, rows, -1).transpose(1, 2),
+                             hidden.reshape(groups, rows, -1)).to(w_dtype)  # (G, P, C)
+    return d_gates.to(x_dtype), d_h, d_c, d_w_state, d_w_proj, None, None, None, None, None
+
+
+# The step loops as pure functions, for ``torch.compile`` (``compiled=True``). They save and read the same tensors
+# as the eager loops above (so either backward can follow either forward: the fallback relies on it) and compute the
+# same arithmetic, up to float rounding (torch.tanh here, 2 sigmoid(2x) - 1 there).
+
+def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj_clip):
+    """(x_gates (G, T, B, 4C), h0, c0, w_state (G, 4C, P), w_proj (G, P, C) or None, in the GEMM dtype) ->
+    (acts, c_seq, c_pre, tanh_c, h_seq, p_pre, hidden) as :class:`LstmWindow` saves them; ``hidden`` (G, T, B, C)
+    is o * tanh(c), in the GEMM dtype with a projection, else in float32 (then it is the output)."""
+    acc, mm = c0.dtype, w_state.dtype
+    time, cells = x_gates.shape[1], x_gates.shape[-1] // 4
+    x = x_gates.to(acc)
+    w_state_t = w_state.transpose(1, 2)  # (G, P, 4C)
+    w_proj_t = None if w_proj is None else w_proj.transpose(1, 2)  # (G, C, P)
+    h, c = h0.to(mm), c0
+    acts, c_pres, tanhs, hiddens, p_pres, cs, hs = [], [], [], [], [], [c0], [h]
+    for t in range(time):
+        i, j, f, o = (x[:, t] + torch.bmm(h, w_state_t).to(acc)).split(cells, dim=2)  # (G, B, C) each
+        i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f + forget_bias), torch.sigmoid(o)
+        c_pre = f * c + i * j
+        c = c_pre if cell_clip is None else c_pre.clamp(-cell_clip, cell_clip)
+        tanh_c = torch.tanh(c)
+        hidden = o * tanh_c
+        if w_proj is None:
+            h = hidden.to(mm)
+        else:
+            hidden = hidden.to(mm)
+            p_pre = torch.bmm(hidden, w_proj_t)  # (G, B, P)
+            p_pres.append(p_pre)
+            h = p_pre if proj_clip is None else p_pre.clamp(-proj_clip, proj_clip)
+        acts.append(torch.cat([i, j, f, o], dim=2))
+        for saved, value in ((c_pres, c_pre), (cs, c), (tanhs, tanh_c), (hiddens, hidden), (hs, h)):
+            saved.append(value)
+    c_seq = torch.stack(cs, dim=1)
+    c_pre = c_seq[:, 1:] if cell_clip is None else torch.stack(c_pres, dim=1)
+    p_pre = torch.stack(p_pres, dim=1) if w_proj is not None and proj_clip is not None else None
+    return (torch.stack(acts, dim=1), c_seq, c_pre, torch.stack(tanhs, dim=1), torch.stack(hs, dim=1), p_pre,
+            torch.stack(hiddens, dim=1))
+
+
+def backward_steps(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, cell_clip, proj_clip, d_outputs,
+                   d_h_last, d_c_last):
+    """LstmWindow's backward loop as a pure function: (d_gates (G, T, B, 4C) in the GEMM dtype, d_h0, d_c0,
+    d_proj_in (G, T, B, P) in the GEMM dtype or None)."""
+    acc, mm = acts.dtype, h_seq.dtype
+    groups, time, batch, four_c = acts.shape
+    cells = four_c // 4
+    d_h = d_h_last if d_h_last is not None else acts.new_zeros(groups, batch, h_seq.shape[-1])
+    d_c = d_c_last if d_c_last is not None else acts.new_zeros(groups, batch, cells)
+    if d_outputs is not None:
+        d_h = d_h + d_outputs[:, time - 1]
+    d_gates, d_pres = [], []
+    for t in range(time - 1, -1, -1):
+        d_hidden = d_h  # (G, B, C)
         if w_proj is not None:
-            d_w_proj = torch.bmm(d_proj_in.view(groups, rows, -1).transpose(1, 2),
-                                 hidden.view(groups, rows, cells)).to(w_dtype)  # (G, P, C)
-        return d_gates.to(x_dtype), d_h, d_c, d_w_state, d_w_proj, None, None, None, None
+            d_pre = (d_h if p_pre is None else d_h * (h_seq[:, t + 1] == p_pre[:, t])).to(mm)
+            d_pres.append(d_pre)
+            d_hidden = torch.bmm(d_pre, w_proj).to(acc)
+        i, j, f, o = acts[:, t].split(cells, dim=2)
+        tanh = tanh_c[:, t]
+        d_c = d_c + d_hidden * o * (1 - tanh * tanh)
+        if cell_clip is not None:  # the clip passed the gradient where it left the value unchanged
+            d_c = d_c * (c_seq[:, t + 1] == c_pre[:, t])
+        g = torch.cat([d_c * j * i * (1 - i), d_c * i * (1 - j * j), d_c * c_seq[:, t] * f * (1 - f),
+                       d_hidden * tanh * o * (1 - o)], dim=2).to(mm)
+        d_gates.append(g)
+        d_c = d_c * f
+        d_h = torch.bmm(g, w_state)  # (G, B, P): into h_{t-1}
+        d_h = d_h.to(acc) if d_outputs is None or t == 0 else d_outputs[:, t - 1] + d_h
+    d_proj_in = torch.stack(d_pres[::-1], dim=1) if d_pres else None
+    return torch.stack(d_gates[::-1], dim=1), d_h, d_c, d_proj_in
+
+
+_compiled_functions: dict = {}
+_compile_failure: list[str] = []  # why torch.compile could not be used in this process, once it failed
+
+
+def _run_compiled(function, *args):
+    """``function`` compiled (once per process; shapes are static, a new shape compiles anew), or None when
+    ``torch.compile`` fails: then a warning, and this process keeps to the eager loops."""
+    if function not in _compiled_functions:
+        _compiled_functions[function] = torch.compile(function, dynamic=False)
+    try:
+        return _compiled_functions[function](*args)
+    except Exception as error:  # noqa: BLE001 - a missing toolchain can surface as any error type
+        _compile_failure.append(f"{type(error).__name__}: {error}".splitlines()[0])
+        log.warning("torch.compile of the LSTM step loops failed (%s); training continues with the eager loops",
+                    _compile_failure[0])
+        return None
+
+
+def compiled_steps_available() -> bool:
+    """False once ``torch.compile`` has failed in this process (no C++ compiler, an unsupported platform)."""
+    return not _compile_failure
