@@ -49,7 +49,8 @@ def _tanh(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 
 class LstmWindow(torch.autograd.Function):
     """(x_gates (G, T, B, 4C), h0 (G, B, P), c0 (G, B, C), W_state (G, 4C, P), W_proj (G, P, C) or None)
-    -> (outputs (G, T, B, P), h_T (G, B, P), c_T (G, B, C))."""
+    -> (outputs (G, T, B, P), h_T (G, B, P), c_T (G, B, C)). ``compiled``: the step loops through
+    ``torch.compile`` (:func:`forward_steps`, :func:`backward_steps`), else the eager loops below."""
 
     @staticmethod
     def forward(ctx, x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj_clip, matmul_dtype=None,
