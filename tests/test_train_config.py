@@ -36,6 +36,8 @@ def test_cosine_decay():
     ("warmup_steps", -1, "warmup_steps: expected a non-negative integer"),
     ("average_last", 1.5, r"average_last: expected a fraction in \[0, 1\], got 1.5"),
     ("weight_dropout", 1.0, r"weight_dropout: expected a value in \[0, 1\), got 1.0"),
+    ("compile_lstm", "yes", "compile_lstm: expected true or false, got 'yes'"),
+    ("bf16", 1, "bf16: expected true or false, got 1"),
 ])
 def test_bad_values_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message):

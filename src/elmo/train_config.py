@@ -100,6 +100,9 @@ class TrainConfig:
     original)."""
 
     def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            if field.type in ("bool", bool) and not isinstance(getattr(self, field.name), bool):
+                raise ConfigError(f"{field.name}: expected true or false, got {getattr(self, field.name)!r}")
         for name in ("batch_size", "unroll_steps", "n_negative_samples_batch", "n_epochs", "grad_accum_steps",
                      "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows", "max_bad_steps"):
             if int(getattr(self, name)) < 1:
