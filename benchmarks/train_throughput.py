@@ -18,7 +18,9 @@ same batches. Every round runs one step of each implementation at each precision
 speed drifts (shared cores) moves every column alike. The speed-up is given two ways: the ratio of the median
 tokens/s, and the median over rounds of each round's ratio (the two steps of a round run back to back, so drift
 between rounds cancels). With ``--precision bf16`` both run under bfloat16 autocast; the table also compares ours
-in bf16 with the reference in float32 (how AllenNLP trains on a CPU) when both precisions are measured.
+in bf16 with the reference in float32 (how AllenNLP trains on a CPU) when both precisions are measured. Our step
+runs as the preset configures it (``compile_lstm``: the LSTM step loops compile during the warm-up rounds, which the
+medians exclude).
 """
 
 from __future__ import annotations
