@@ -127,6 +127,7 @@ class ReferenceStep:
         self.softmax = copy.deepcopy(lm.softmax)  # the same head (a copy): only the biLM differs
         self.sampler = lm.sampler
         self.dropout = copy.deepcopy(lm.output_dropout)  # the same dropout before the head
+        self.compile_softmax = lm.compile_softmax
         params = [*self.encoder.parameters(), *self.lstm.parameters(), *self.softmax.parameters()]
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = make_optimizer(self.params, train)  # the trainer's optimizer, as for ours
@@ -141,7 +142,8 @@ class ReferenceStep:
         dim = top.shape[-1] // 2
         hiddens = [self.dropout(top[..., :dim]).reshape(-1, dim), self.dropout(top[..., dim:]).reshape(-1, dim)]
         targets = [batch.forward_targets.reshape(-1), batch.backward_targets.reshape(-1)]
-        loss, _ = head_losses(self.softmax, self.sampler, hiddens, targets, samples)  # the head ours uses
+        # the head ours uses, run as ours runs it
+        loss, _ = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compile_softmax)
         (loss * self.unroll_steps).backward()
         torch.nn.utils.clip_grad_norm_(self.params, self.clip)
         self.optimizer.step()

@@ -48,7 +48,8 @@ def build_language_model(config: BiLMConfig, train: TrainConfig, vocab_size: int
     softmax = Softmax(vocab_size, config.lstm.projection_dim)
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
     return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
-                             variational_dropout=train.variational_dropout, compile_lstm=train.compile_lstm)
+                             variational_dropout=train.variational_dropout, compile_lstm=train.compile_lstm,
+                             compile_softmax=train.compile_softmax)
 
 
 def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageModel:
@@ -59,7 +60,8 @@ def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageM
             cell.weight_dropout = train.weight_dropout
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
     return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
-                             variational_dropout=train.variational_dropout, compile_lstm=train.compile_lstm)
+                             variational_dropout=train.variational_dropout, compile_lstm=train.compile_lstm,
+                             compile_softmax=train.compile_softmax)
 
 
 def is_run_dir(path: str | Path) -> bool:

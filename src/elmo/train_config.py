@@ -80,6 +80,10 @@ class TrainConfig:
     """``torch.compile`` the LSTM training windows' step loops: each step's elementwise work fused into one kernel
     (a large share of a CPU step at 32-64 rows); costs a minute or two of compiling when a run starts, and falls back
     to the eager loops, with a warning, where compiling fails (no C++ compiler)."""
+    compile_softmax: bool = False
+    """``torch.compile`` the training softmax loss's per-block elementwise work (from the logits to the scaled
+    gradient: one read of the GEMM's output instead of a dozen passes over a float32 block); the same arithmetic, a
+    few seconds of compiling, and the same fallback as ``compile_lstm``."""
     checkpoint_every: int = 1250
     keep_checkpoints: int = 2
     log_every: int = 100

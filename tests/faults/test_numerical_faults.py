@@ -23,8 +23,8 @@ def _poison(monkeypatch, bad_steps: set[int], kind: str) -> None:
     real_losses = language_model.head_losses
     calls = {"n": 0}
 
-    def losses(softmax, sampler, hiddens, targets, samples=None):
-        value, parts = real_losses(softmax, sampler, hiddens, targets, samples)
+    def losses(softmax, sampler, hiddens, targets, samples=None, compiled=False):
+        value, parts = real_losses(softmax, sampler, hiddens, targets, samples, compiled)
         calls["n"] += 1  # one call (both directions) per step
         if calls["n"] in bad_steps:
             if kind == "loss":

@@ -183,13 +183,13 @@ def _window_values_and_gradients(inputs, constants, matmul_dtype, compiled):
                                                             (torch.float32, torch.bfloat16, 1e-5)])
 def test_compiled_step_loops_match_the_eager_ones(dtype, matmul_dtype, tolerance):
     """``compile_lstm``: the step loops through torch.compile give the eager loops' values and gradients."""
-    from elmo.modules import lstm_bptt
+    from elmo.modules import compiled as compiled_module, lstm_bptt
 
     inputs, constants = _window_case(dtype)
     eager = _window_values_and_gradients(inputs, constants, matmul_dtype, compiled=False)
     compiled = _window_values_and_gradients(inputs, constants, matmul_dtype, compiled=True)
-    assert lstm_bptt.compiled_steps_available()  # compiled for real, no fallback
-    assert {lstm_bptt.forward_steps, lstm_bptt.backward_steps} <= set(lstm_bptt._compiled_functions)
+    # compiled for real, no fallback
+    assert compiled_module.compiled(lstm_bptt.forward_steps) and compiled_module.compiled(lstm_bptt.backward_steps)
     for name, a, b in zip(["out", "h", "c", "d_x_gates", "d_h0", "d_c0", "d_w_state", "d_w_proj"], eager, compiled):
         assert a.dtype == b.dtype, name
         torch.testing.assert_close(b, a, rtol=tolerance, atol=tolerance, msg=name)
@@ -204,21 +204,21 @@ def test_compiled_loops_without_projection_match_the_eager_ones():
 
 
 def test_a_failing_compile_falls_back_to_the_eager_loops_with_a_warning(monkeypatch, caplog):
-    from elmo.modules import lstm_bptt
+    from elmo.modules import compiled as compiled_module
 
     def broken_compile(function, **_):
         def run(*args):
             raise RuntimeError("no C++ compiler found")
         return run
 
-    monkeypatch.setattr(lstm_bptt, "_compiled_functions", {})
-    monkeypatch.setattr(lstm_bptt, "_compile_failure", [])
-    monkeypatch.setattr(lstm_bptt.torch, "compile", broken_compile)
+    monkeypatch.setattr(compiled_module, "_compiled_functions", {})
+    monkeypatch.setattr(compiled_module, "_compile_failure", [])
+    monkeypatch.setattr(compiled_module.torch, "compile", broken_compile)
     inputs, constants = _window_case(torch.float64)
     eager = _window_values_and_gradients(inputs, constants, None, compiled=False)
     with caplog.at_level("WARNING"):
         fallback = _window_values_and_gradients(inputs, constants, None, compiled=True)
     assert "torch.compile of the LSTM step loops failed (RuntimeError: no C++ compiler found)" in caplog.text
-    assert not lstm_bptt.compiled_steps_available()
+    assert not compiled_module.compile_available()
     for a, b in zip(eager, fallback):
         assert torch.equal(a, b)

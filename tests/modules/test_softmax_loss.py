@@ -152,3 +152,41 @@ def test_a_second_backward_through_the_fused_loss_is_refused():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="backpropagated only once"):
         loss.backward()
+
+
+@pytest.mark.parametrize("negatives", [None, 8, 1])
+def test_compiled_blocks_give_the_eager_losses_and_gradients(negatives):
+    """``compile_softmax``: each block's elementwise work through torch.compile, the same values as the eager
+    blocks (float64 here; blocks of 16 and 5 rows): full softmax, sampled with an accidental hit, and sampled with
+    one negative, which leaves the rows whose target it is no candidate at all."""
+    from elmo.modules import compiled as compiled_module
+    from elmo.modules.softmax_loss import softmax_block
+
+    softmax, hidden, targets = _case(rows=21)
+    if negatives is None:
+        parts = [(hidden, targets)]
+    else:
+        others = torch.tensor([t for t in range(50) if t not in targets.tolist()][: negatives - 1], dtype=torch.long)
+        sampled = torch.cat([targets[:1], others])  # targets[0]: an accidental hit in row 0 (and any repeat of it)
+        parts = [(hidden, targets, sampled, torch.rand(negatives, dtype=hidden.dtype).log(),
+                  torch.rand(21, dtype=hidden.dtype).log())]
+    eager = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, parts, 16)[0], softmax, hidden)
+    ours = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, parts, 16, compiled=True)[0],
+                           softmax, hidden)
+    assert compiled_module.compiled(softmax_block)  # compiled for real, no fallback
+    torch.testing.assert_close(ours[0], eager[0], rtol=1e-12, atol=1e-12)
+    for name, a, b in zip(("hidden", "weight", "bias"), ours[1], eager[1]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def test_compiled_blocks_in_bf16_match_the_eager_ones():
+    softmax, hidden, targets = _case(torch.float32, rows=300, vocab=2000, dim=64)
+
+    def run(compiled):
+        return fused_loss(softmax.weight, softmax.bias, [(hidden, targets)], 128, torch.bfloat16, compiled)[0]
+
+    eager, ours = _loss_and_grads(lambda: run(False), softmax, hidden), _loss_and_grads(lambda: run(True), softmax,
+                                                                                          hidden)
+    assert ours[0].item() == pytest.approx(eager[0].item(), rel=1e-6)
+    for a, b in zip(ours[1], eager[1]):
+        assert a.dtype == torch.float32 and (a - b).norm() / b.norm() < 1e-5

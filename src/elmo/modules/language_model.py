@@ -50,16 +50,19 @@ class BiLMLanguageModel(nn.Module):
         variational_dropout: the output dropout keeps one mask per row over the window's time steps.
         compile_lstm: the LSTM training windows' step loops through ``torch.compile``
             (:func:`~elmo.modules.lstm.run_windows`).
+        compile_softmax: the training loss's per-block elementwise work through ``torch.compile``
+            (:func:`~elmo.modules.softmax_loss.softmax_block`).
     """
 
     def __init__(
         self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192,
-        variational_dropout: bool = False, compile_lstm: bool = False,
+        variational_dropout: bool = False, compile_lstm: bool = False, compile_softmax: bool = False,
     ):
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
         self.compile_lstm = compile_lstm
+        self.compile_softmax = compile_softmax
         self.output_dropout = sequence_dropout(output_dropout, variational_dropout)
         self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
 
@@ -105,5 +108,5 @@ class BiLMLanguageModel(nn.Module):
             top = self.output_dropout(tops[direction].transpose(0, 1))  # (B, T, P)
             hiddens.append(top.reshape(-1, top.shape[-1]))  # (B*T, P)
         targets = [forward_targets.reshape(-1), backward_targets.reshape(-1)]
-        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples)
+        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compile_softmax)
         return LMOutput(loss, losses[0], losses[1], final)

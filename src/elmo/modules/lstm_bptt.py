@@ -33,13 +33,13 @@ of the projected output passes gradients only where the value was inside the cli
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
+from elmo.modules.compiled import compile_available, run_compiled
+
+_WHAT = "the LSTM step loops"  # for the warning when compiling fails
 _sigmoid_backward = torch.ops.aten.sigmoid_backward  # (grad, y) -> grad * y * (1 - y), one pass
 _tanh_backward = torch.ops.aten.tanh_backward  # (grad, y) -> grad * (1 - y * y)
-log = logging.getLogger(__name__)
 
 
 def _tanh(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -60,9 +60,9 @@ class LstmWindow(torch.autograd.Function):
         mm = matmul_dtype if matmul_dtype is not None else c0.dtype
         w_state_mm, w_proj_mm = w_state.to(mm), None if w_proj is None else w_proj.to(mm)
         saved = None
-        if compiled and compiled_steps_available():
-            saved = _run_compiled(forward_steps, x_gates, h0, c0, w_state_mm, w_proj_mm, forget_bias, cell_clip,
-                                  proj_clip)
+        if compiled and compile_available():
+            saved = run_compiled(forward_steps, _WHAT, x_gates, h0, c0, w_state_mm, w_proj_mm, forget_bias,
+                                 cell_clip, proj_clip)
         ctx.compiled = saved is not None
         if saved is not None:
             acts, c_seq, c_pre, tanh_c, h_seq, p_pre, hidden = saved
@@ -132,8 +132,8 @@ class LstmWindow(torch.autograd.Function):
         cell_clip, proj_clip = ctx.clips
         groups, time, batch, four_c = acts.shape
         cells, acc, mm = four_c // 4, acts.dtype, h_seq.dtype
-        if ctx.compiled and compiled_steps_available():
-            result = _run_compiled(backward_steps, acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj,
+        if ctx.compiled and compile_available():
+            result = run_compiled(backward_steps, _WHAT, acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj,
                                    cell_clip, proj_clip, d_outputs, d_h_last, d_c_last)
             if result is not None:
                 return _weight_gradients(ctx, *result, h_seq, hidden, w_proj)
@@ -197,9 +197,9 @@ def _weight_gradients(ctx, d_gates, d_h, d_c, d_proj_in, h_seq, hidden, w_proj):
     return d_gates.to(x_dtype), d_h, d_c, d_w_state, d_w_proj, None, None, None, None, None
 
 
-# The step loops as pure functions, for ``torch.compile`` (``compiled=True``). They save and read the same tensors
-# as the eager loops above (so either backward can follow either forward: the fallback relies on it) and compute the
-# same arithmetic, up to float rounding (torch.tanh here, 2 sigmoid(2x) - 1 there).
+# The step loops as pure functions, for ``torch.compile`` (``compiled=True``; :mod:`elmo.modules.compiled`). They save
+# and read the same tensors as the eager loops above (so either backward can follow either forward: the fallback
+# relies on it) and compute the same arithmetic, up to float rounding.
 
 def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj_clip):
     """(x_gates (G, T, B, 4C), h0, c0, w_state (G, 4C, P), w_proj (G, P, C) or None, in the GEMM dtype) ->
@@ -208,16 +208,17 @@ def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj
     acc, mm = c0.dtype, w_state.dtype
     time, cells = x_gates.shape[1], x_gates.shape[-1] // 4
     x = x_gates.to(acc)
-    w_state_t = w_state.transpose(1, 2)  # (G, P, 4C)
-    w_proj_t = None if w_proj is None else w_proj.transpose(1, 2)  # (G, C, P)
+    # the step GEMMs read their weights contiguous (G, in, out), as in the eager loop: faster than transposed views
+    w_state_t = w_state.transpose(1, 2).contiguous()  # (G, P, 4C)
+    w_proj_t = None if w_proj is None else w_proj.transpose(1, 2).contiguous()  # (G, C, P)
     h, c = h0.to(mm), c0
     acts, c_pres, tanhs, hiddens, p_pres, cs, hs = [], [], [], [], [], [c0], [h]
     for t in range(time):
         i, j, f, o = (x[:, t] + torch.bmm(h, w_state_t).to(acc)).split(cells, dim=2)  # (G, B, C) each
-        i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f + forget_bias), torch.sigmoid(o)
+        i, j, f, o = torch.sigmoid(i), _tanh_by_sigmoid(j), torch.sigmoid(f + forget_bias), torch.sigmoid(o)
         c_pre = f * c + i * j
         c = c_pre if cell_clip is None else c_pre.clamp(-cell_clip, cell_clip)
-        tanh_c = torch.tanh(c)
+        tanh_c = _tanh_by_sigmoid(c)
         hidden = o * tanh_c
         if w_proj is None:
             h = hidden.to(mm)
@@ -234,6 +235,11 @@ def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj
     p_pre = torch.stack(p_pres, dim=1) if w_proj is not None and proj_clip is not None else None
     return (torch.stack(acts, dim=1), c_seq, c_pre, torch.stack(tanhs, dim=1), torch.stack(hs, dim=1), p_pre,
             torch.stack(hiddens, dim=1))
+
+
+def _tanh_by_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """tanh(x) = 2 sigmoid(2x) - 1, for :func:`forward_steps`: compiled, exp-based sigmoid is cheaper than tanh."""
+    return 2.0 * torch.sigmoid(2.0 * x) - 1.0
 
 
 def backward_steps(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, cell_clip, proj_clip, d_outputs,
@@ -267,26 +273,3 @@ def backward_steps(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, ce
         d_h = d_h.to(acc) if d_outputs is None or t == 0 else d_outputs[:, t - 1] + d_h
     d_proj_in = torch.stack(d_pres[::-1], dim=1) if d_pres else None
     return torch.stack(d_gates[::-1], dim=1), d_h, d_c, d_proj_in
-
-
-_compiled_functions: dict = {}
-_compile_failure: list[str] = []  # why torch.compile could not be used in this process, once it failed
-
-
-def _run_compiled(function, *args):
-    """``function`` compiled (once per process; shapes are static, a new shape compiles anew), or None when
-    ``torch.compile`` fails: then a warning, and this process keeps to the eager loops."""
-    if function not in _compiled_functions:
-        _compiled_functions[function] = torch.compile(function, dynamic=False)
-    try:
-        return _compiled_functions[function](*args)
-    except Exception as error:  # noqa: BLE001 - a missing toolchain can surface as any error type
-        _compile_failure.append(f"{type(error).__name__}: {error}".splitlines()[0])
-        log.warning("torch.compile of the LSTM step loops failed (%s); training continues with the eager loops",
-                    _compile_failure[0])
-        return None
-
-
-def compiled_steps_available() -> bool:
-    """False once ``torch.compile`` has failed in this process (no C++ compiler, an unsupported platform)."""
-    return not _compile_failure

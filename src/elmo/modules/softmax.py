@@ -50,12 +50,14 @@ class Softmax(nn.Module):
         logits = F.linear(hidden, self.weight, self.bias)  # (N, V)
         return F.cross_entropy(logits.float(), targets, reduction=reduction)
 
-    def full_losses(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def full_losses(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                    compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean over parts (hidden (N, P), targets (N,)) of each part's mean cross-entropy, and the (G,) part
-        losses (no gradient; for logging). With gradients: fused and blockwise (:mod:`elmo.modules.softmax_loss`)."""
+        losses (no gradient; for logging). With gradients: fused and blockwise (:mod:`elmo.modules.softmax_loss`),
+        each block's elementwise work through ``torch.compile`` when ``compiled``."""
         if any(_needs_gradients(hidden, self.weight) for hidden, _ in parts):
             with autocast_suspended(parts[0][0].device) as matmul_dtype:
-                return fused_loss(self.weight, self.bias, parts, BLOCK_ROWS, matmul_dtype)
+                return fused_loss(self.weight, self.bias, parts, BLOCK_ROWS, matmul_dtype, compiled)
         losses = torch.stack([self.full_loss(hidden, targets) for hidden, targets in parts])
         return losses.mean(), losses
 
@@ -73,14 +75,16 @@ class Softmax(nn.Module):
         """
         return self.sampled_losses([(hidden, targets, sampled, expected, target_expected)])[0]
 
-    def sampled_losses(self, parts: Sequence[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def sampled_losses(self, parts: Sequence[tuple[torch.Tensor, ...]],
+                       compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean over parts (the arguments of :meth:`sampled_loss`) of each part's mean sampled-softmax loss, and the
-        (G,) part losses (no gradient; for logging). With gradients: fused and blockwise, one pass for all parts."""
+        (G,) part losses (no gradient; for logging). With gradients: fused and blockwise, one pass for all parts
+        (``compiled``: as in :meth:`full_losses`)."""
         if any(_needs_gradients(part[0], self.weight) for part in parts):
             logged = [(hidden, targets, sampled, expected.log(), target_expected.log())
                       for hidden, targets, sampled, expected, target_expected in parts]
             with autocast_suspended(parts[0][0].device) as matmul_dtype:
-                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype)
+                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype, compiled)
         losses = torch.stack([self._sampled_loss_plain(*part) for part in parts])
         return losses.mean(), losses
 
@@ -98,17 +102,19 @@ class Softmax(nn.Module):
 def head_losses(
     softmax: Softmax, sampler: LogUniformSampler | None, hiddens: Sequence[torch.Tensor],
     targets: Sequence[torch.Tensor], samples: Sequence[tuple[torch.Tensor, int]] | None = None,
+    compiled: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The training loss of the biLM's directions at once: hiddens (N, P) and targets (N,) of each, and each
     direction's negatives (ids (S,), draws) from ``sampler``. Returns the mean of the directions' mean losses and
-    the (G,) direction losses (no gradient). Full softmax without samples."""
+    the (G,) direction losses (no gradient). Full softmax without samples. ``compiled``: the fused loss's
+    per-block elementwise work through ``torch.compile``."""
     if samples is None or sampler is None:
-        return softmax.full_losses(list(zip(hiddens, targets)))
+        return softmax.full_losses(list(zip(hiddens, targets)), compiled)
     parts = []
     for hidden, wanted, (sampled, tries) in zip(hiddens, targets, samples):
         parts.append((hidden, wanted, sampled, sampler.expected_count(sampled, tries),
                       sampler.expected_count(wanted, tries)))
-    return softmax.sampled_losses(parts)
+    return softmax.sampled_losses(parts, compiled)
 
 
 def _needs_gradients(hidden: torch.Tensor, weight: torch.Tensor) -> bool:

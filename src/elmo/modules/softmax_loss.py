@@ -27,9 +27,13 @@ from collections.abc import Sequence
 
 import torch
 
+from elmo.modules.compiled import compile_available, run_compiled
 
-def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype, true_logits=None,
-               sampled=None):
+_WHAT = "the softmax loss blocks"  # for the warning when compiling fails
+
+
+def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled,
+               true_logits=None, sampled=None):
     """Sum of -log softmax over K candidates; adds ``scale`` x its gradients to ``d_weight`` and ``d_bias``.
 
     The candidates are the rows of ``weight`` (K, P) with ``bias`` (K,). Either ``targets`` (N,) index the
@@ -38,10 +42,11 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
     softmax; then ``targets`` are word ids). Returns (loss sum, scale x d_hidden (N, P), scale x d_true (N,) or
     None); ``d_weight`` (K, P) and ``d_bias`` (K,) are accumulated in place.
 
-    A block goes from logits to its softmax through PyTorch's fused softmax kernel (max, exp, sum and normalisation
-    in one sweep per row; on the AMD CPU we measured it took less time than ``exp_`` alone, which PyTorch's MKL
-    builds route through MKL's vector math library), and the log-sum-exp is read off its largest probability, so no
-    other pass over the block exponentiates.
+    Eager, a block goes from logits to its softmax through PyTorch's fused softmax kernel (max, exp, sum and
+    normalisation in one sweep per row; on the AMD CPU we measured it took less time than ``exp_`` alone, which
+    PyTorch's MKL builds route through MKL's vector math library), and the log-sum-exp is read off its largest
+    probability, so no other pass over the block exponentiates. ``compiled``: the block's elementwise work from the
+    GEMM's output to the scaled gradient in the GEMM dtype is :func:`softmax_block` through ``torch.compile``.
     """
     acc = bias.dtype
     mm = matmul_dtype if matmul_dtype is not None else acc
@@ -57,34 +62,45 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
         rows = slice(lo, lo + block_rows)
         h, tgt = h_all[rows], targets[rows]
         n = h.shape[0]
-        if mm == acc:
-            logits = torch.addmm(bias, h, w.t())  # (n, K)
-        else:  # the GEMM's bf16 output, then a cast and a float32 add (one mixed-dtype add is slower on CPU)
-            if logits_mm is None or logits_mm.shape[0] != n:
-                logits_mm, probs_mm = (torch.empty((n, k), dtype=mm, device=h.device) for _ in range(2))
-            logits = torch.mm(h, w.t(), out=logits_mm).to(acc).add_(bias)
-        if sampled is None:
-            correct = logits.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
+        block = None
+        if compiled and compile_available():
+            logits = torch.mm(h, w.t())  # (n, K), no bias yet
+            if sampled is not None:
+                _remove_accidental_hits(logits, hit_rows, hit_columns, lo, n)
+            block = run_compiled(softmax_block, _WHAT, logits, bias, None if sampled is None else true_logits[rows],
+                                 None if sampled is not None else tgt, scale)
+        if block is not None:
+            probs, column_sums, lse, correct = block
+            d_bias += column_sums
         else:
-            in_block = (hit_rows >= lo) & (hit_rows < lo + n)
-            logits[hit_rows[in_block] - lo, hit_columns[in_block]] = float("-inf")  # accidental hits removed
-            correct = true_logits[rows]
-        top = logits.amax(dim=1)  # (n,)
-        if sampled is not None and sampled.shape[0] == 1:  # a row whose only negative was its target has none left:
-            logits[torch.isneginf(top)] = 0.0  # any finite values do, its row_scale below is exp(-inf) = 0
-        probs = torch.softmax(logits, dim=1)  # (n, K)
-        lse = top - probs.amax(dim=1).log()  # (n,): the largest probability is exp(0) / sum
-        row_scale = torch.full_like(lse, scale)  # normalises and scales the block's gradients at once
-        if sampled is not None:  # the true class is one more candidate
-            lse_all = torch.logaddexp(lse, correct)
-            row_scale.mul_(torch.exp(lse - lse_all))
-            d_true[rows] = (torch.exp(correct - lse_all) - 1.0) * scale
-            lse = lse_all
+            if mm == acc:
+                logits = torch.addmm(bias, h, w.t())  # (n, K)
+            else:  # the GEMM's bf16 output, then a cast and a float32 add (one mixed-dtype add is slower on CPU)
+                if logits_mm is None or logits_mm.shape[0] != n:
+                    logits_mm, probs_mm = (torch.empty((n, k), dtype=mm, device=h.device) for _ in range(2))
+                logits = torch.mm(h, w.t(), out=logits_mm).to(acc).add_(bias)
+            if sampled is None:
+                correct = logits.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (n,)
+            else:
+                _remove_accidental_hits(logits, hit_rows, hit_columns, lo, n)
+                correct = true_logits[rows]
+            top = logits.amax(dim=1)  # (n,)
+            if sampled is not None and sampled.shape[0] == 1:  # a row whose only negative was its target has none
+                logits[torch.isneginf(top)] = 0.0  # left: any finite values do, its row_scale is exp(-inf) = 0
+            probs = torch.softmax(logits, dim=1)  # (n, K)
+            lse = top - probs.amax(dim=1).log()  # (n,): the largest probability is exp(0) / sum
+            row_scale = torch.full_like(lse, scale)  # normalises and scales the block's gradients at once
+            if sampled is not None:  # the true class is one more candidate
+                lse_all = torch.logaddexp(lse, correct)
+                row_scale.mul_(torch.exp(lse - lse_all))
+                lse = lse_all
+            d_bias.addmv_(probs.t(), row_scale)  # column sums of the scaled softmax
+            probs.mul_(row_scale.unsqueeze(1))
+            if mm != acc:  # into the GEMM dtype (scaling in place, then casting, beats one mixed-dtype multiply)
+                probs = probs_mm.copy_(probs)
+        if sampled is not None:
+            d_true[rows] = (torch.exp(correct - lse) - 1.0) * scale
         total += (lse - correct).sum(dtype=torch.float64)
-        d_bias.addmv_(probs.t(), row_scale)  # column sums of the scaled softmax
-        probs.mul_(row_scale.unsqueeze(1))
-        if mm != acc:  # into the GEMM dtype (scaling in place, then casting, beats one mixed-dtype multiply on CPU)
-            probs = probs_mm.copy_(probs)
         if sampled is None:  # softmax - one-hot
             probs[torch.arange(n, device=tgt.device), tgt] -= scale
             d_bias.index_add_(0, tgt, torch.full((n,), -scale, dtype=acc, device=tgt.device))
@@ -97,6 +113,33 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
     return total, d_hidden, d_true
 
 
+def _remove_accidental_hits(logits, hit_rows, hit_columns, lo, n):
+    """-inf at the (row, column) pairs of ``accidental_hits`` that fall in the block of rows lo .. lo + n."""
+    in_block = (hit_rows >= lo) & (hit_rows < lo + n)
+    logits[hit_rows[in_block] - lo, hit_columns[in_block]] = float("-inf")
+
+
+def softmax_block(logits, bias, true_logits, targets, scale: float):
+    """One block's elementwise work, as a pure function for ``torch.compile`` (:func:`_blockwise`).
+
+    logits (n, K) in the GEMM dtype, without the bias (K,); either ``true_logits`` (n,) (sampled softmax: the true
+    class is one more candidate) or ``targets`` (n,) (full softmax: the correct column). Returns (scale x softmax
+    (n, K) in the GEMM dtype, normalised over all candidates; its column sums (K,) and the log-sum-exp and correct
+    logits (n,), in the bias's dtype). exp(x - top) times exp(top - lse) normalises without dividing by the row
+    sum, so a row whose every candidate is -inf (its only negative was its target) gets zeros, not NaN.
+    """
+    x = logits.to(bias.dtype) + bias  # (n, K) in float32 (float64 in tests)
+    correct = true_logits if targets is None else x.gather(1, targets.unsqueeze(1)).squeeze(1)
+    top = x.amax(dim=1, keepdim=True)
+    top = torch.where(torch.isneginf(top), 0.0, top)
+    e = torch.exp(x - top)
+    lse = top + torch.log(e.sum(dim=1, keepdim=True))  # (n, 1)
+    if targets is None:
+        lse = torch.logaddexp(lse, correct.unsqueeze(1))
+    probs = e * (scale * torch.exp(top - lse))
+    return probs.to(logits.dtype), probs.sum(dim=0), lse.squeeze(1), correct
+
+
 def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, columns) where a row's target is among the distinct ``sampled`` ids (S,): a binary search per row
     instead of comparing the (N, S) matrix of all pairs."""
@@ -106,12 +149,12 @@ def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor) -> tuple[torch
     return rows, order[position[rows]]
 
 
-def _full_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, targets):
-    return _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype)[:2]
+def _full_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled, hidden, targets):
+    return _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled)[:2]
 
 
-def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, targets, sampled,
-                  log_expected, target_log_expected):
+def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled, hidden, targets,
+                  sampled, log_expected, target_log_expected):
     """As :func:`_full_part`, but ``d_weight`` is a list that collects the gradient's (ids, rows) pairs."""
     acc = bias.dtype
     # index_select, not weight[ids]: the same rows, copied whole instead of element by element (7x faster on CPU)
@@ -121,8 +164,8 @@ def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtyp
     d_sampled_b = torch.zeros(sampled.shape, dtype=acc, device=bias.device)
     total, d_hidden, d_true = _blockwise(hidden, weight.index_select(0, sampled),
                                          bias.index_select(0, sampled) - log_expected, targets,
-                                         d_sampled_w, d_sampled_b, scale, block_rows, matmul_dtype, true_logits,
-                                         sampled)
+                                         d_sampled_w, d_sampled_b, scale, block_rows, matmul_dtype, compiled,
+                                         true_logits, sampled)
     d_hidden.addcmul_(d_true.unsqueeze(1), w_target)
     d_weight.extend([(sampled, d_sampled_w), (targets, d_true.unsqueeze(1) * hidden.to(acc))])  # (ids, rows) pairs
     d_bias.index_add_(0, sampled, d_sampled_b).index_add_(0, targets, d_true)
@@ -130,8 +173,8 @@ def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtyp
 
 
 class FusedSoftmaxLoss(torch.autograd.Function):
-    """(weight (V, P), bias (V,), block_rows, matmul_dtype, fields per part, *the parts' tensors, flattened)
-    -> (mean over parts of each part's mean loss, (G,) the parts' mean losses, without gradient).
+    """(weight (V, P), bias (V,), block_rows, matmul_dtype, compiled, fields per part, *the parts' tensors,
+    flattened) -> (mean over parts of each part's mean loss, (G,) the parts' mean losses, without gradient).
 
     A part of 2 fields is (hidden (N, P), targets (N,)): the full softmax. A part of 5 fields is TF's
     ``sampled_softmax_loss``: (hidden, targets, sampled (S,) distinct ids, log_expected (S,), target_log_expected
@@ -140,7 +183,7 @@ class FusedSoftmaxLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, weight, bias, block_rows, matmul_dtype, fields, *flat):
+    def forward(ctx, weight, bias, block_rows, matmul_dtype, compiled, fields, *flat):
         part_loss = _full_part if fields == 2 else _sampled_part
         parts = [flat[k : k + fields] for k in range(0, len(flat), fields)]
         # the full softmax's weight gradient is dense; the sampled one's is kept as (ids, rows) pairs until backward
@@ -148,7 +191,8 @@ class FusedSoftmaxLoss(torch.autograd.Function):
         losses, d_hiddens = [], []
         for hidden, *rest in parts:
             scale = 1.0 / (len(parts) * hidden.shape[0])
-            total, d_hidden = part_loss(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, *rest)
+            total, d_hidden = part_loss(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled,
+                                        hidden, *rest)
             losses.append(total / hidden.shape[0])
             d_hiddens.append(d_hidden)
         ctx.gradients = d_weight, d_bias, d_hiddens  # kept off save_for_backward: handed to autograd, not copied
@@ -174,11 +218,13 @@ class FusedSoftmaxLoss(torch.autograd.Function):
                 d_weight.index_add_(0, ids, rows.mul_(grad))
         else:
             d_weight.mul_(grad)
-        return d_weight, d_bias.mul_(grad), None, None, None, *inputs
+        return d_weight, d_bias.mul_(grad), None, None, None, None, *inputs
 
 
 def fused_loss(weight: torch.Tensor, bias: torch.Tensor, parts: Sequence[Sequence[torch.Tensor]],
-               block_rows: int = 512, matmul_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """:class:`FusedSoftmaxLoss` over ``parts`` (all full, or all sampled): (mean loss, (G,) part losses)."""
+               block_rows: int = 512, matmul_dtype: torch.dtype | None = None,
+               compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """:class:`FusedSoftmaxLoss` over ``parts`` (all full, or all sampled): (mean loss, (G,) part losses).
+    ``compiled``: each block's elementwise work through ``torch.compile`` (:func:`softmax_block`)."""
     flat = [tensor for part in parts for tensor in part]
-    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, len(parts[0]), *flat)
+    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, compiled, len(parts[0]), *flat)

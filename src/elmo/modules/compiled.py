@@ -1,0 +1,44 @@
+"""``torch.compile`` for the training step's elementwise hot loops, with one process-wide eager fallback.
+
+The compiled code is pure functions written beside their eager twins (the LSTM step loops in
+:mod:`elmo.modules.lstm_bptt`, the softmax loss's per-block work in :mod:`elmo.modules.softmax_loss`): the same
+arithmetic, with each step's or block's elementwise passes fused into a few kernels. Each function compiles once per
+process with static shapes (a new shape compiles anew). Where compiling fails (no C++ compiler, an unsupported
+platform) a warning says what failed, and the whole process keeps to the eager code from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_compiled_functions: dict = {}
+_compile_failure: list[str] = []  # why torch.compile could not be used in this process, once it failed
+
+
+def run_compiled(function, what: str, *args):
+    """``function(*args)`` through ``torch.compile``, or None when compiling or running it fails: then a warning
+    naming ``what`` (e.g. "the LSTM step loops"), and :func:`compile_available` is False for the rest of the
+    process, so the callers run their eager code."""
+    if function not in _compiled_functions:
+        _compiled_functions[function] = torch.compile(function, dynamic=False)
+    try:
+        return _compiled_functions[function](*args)
+    except Exception as error:  # noqa: BLE001 - a missing toolchain can surface as any error type
+        _compile_failure.append(f"{type(error).__name__}: {error}".splitlines()[0])
+        log.warning("torch.compile of %s failed (%s); training continues with the eager code", what,
+                    _compile_failure[0])
+        return None
+
+
+def compile_available() -> bool:
+    """False once ``torch.compile`` has failed in this process."""
+    return not _compile_failure
+
+
+def compiled(function) -> bool:
+    """Whether ``function`` has run through ``torch.compile`` in this process (for tests and logs)."""
+    return function in _compiled_functions and compile_available()
