@@ -264,14 +264,13 @@ def test_weight_dropout_reaches_every_lstm_layer(corpus, tmp_path):
         assert len(cells) == 2 * config.lstm.n_layers and all(cell.weight_dropout == 0.25 for cell in cells)
 
 
-def test_compile_options_train_through_the_compiled_step_loops_and_softmax_blocks(corpus, tmp_path):
-    from elmo.modules import compiled, lstm_bptt, softmax_loss
+def test_compile_option_trains_through_the_compiled_loops(corpus, tmp_path):
+    from elmo.modules import char_cnn, compiled, lstm_bptt, softmax_loss
 
-    args = _args(corpus, tmp_path / "run", "--max-steps", "2", "--log-every", "1", "--compile-lstm",
-                 "--compile-softmax")
+    args = _args(corpus, tmp_path / "run", "--max-steps", "2", "--log-every", "1", "--compile")
     assert main(["-q", *args]) == 0
-    config = json.loads((tmp_path / "run" / "train_config.json").read_text())
-    assert config["compile_lstm"] is True and config["compile_softmax"] is True
-    assert compiled.compiled(lstm_bptt.forward_steps) and compiled.compiled(softmax_loss.softmax_block)
+    assert json.loads((tmp_path / "run" / "train_config.json").read_text())["compile"] is True
+    for function in (lstm_bptt.forward_steps, softmax_loss.softmax_block, char_cnn.max_and_first_position):
+        assert compiled.compiled(function)
     history = json.loads((tmp_path / "run" / "history.json").read_text())
     assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)

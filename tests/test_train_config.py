@@ -36,12 +36,23 @@ def test_cosine_decay():
     ("warmup_steps", -1, "warmup_steps: expected a non-negative integer"),
     ("average_last", 1.5, r"average_last: expected a fraction in \[0, 1\], got 1.5"),
     ("weight_dropout", 1.0, r"weight_dropout: expected a value in \[0, 1\), got 1.0"),
-    ("compile_lstm", "yes", "compile_lstm: expected true or false, got 'yes'"),
+    ("compile", "yes", "compile: expected true or false, got 'yes'"),
     ("bf16", 1, "bf16: expected true or false, got 1"),
 ])
 def test_bad_values_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(**{key: value})
+
+
+def test_the_earlier_name_of_a_key_is_read_under_its_new_name():
+    """Run directories and checkpoints written before ``compile_lstm`` became ``compile`` still load."""
+    from elmo.train_config import merge_preset, split_preset
+    from elmo.train_presets import load_preset
+
+    data = merge_preset(*load_preset("tiny", {}))
+    del data["compile"]
+    data["compile_lstm"] = True
+    assert split_preset(data, "old/train_config.json")[1].compile is True
 
 
 def test_a_bad_command_line_value_names_the_preset_and_the_options():

@@ -159,10 +159,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
     overrides = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag) is not None}
     if args.bf16 is not None:
         overrides["bf16"] = args.bf16
-    if args.compile_lstm is not None:
-        overrides["compile_lstm"] = args.compile_lstm
-    if args.compile_softmax is not None:
-        overrides["compile_softmax"] = args.compile_softmax
+    if args.compile is not None:
+        overrides["compile"] = args.compile
     if args.variational_dropout is not None:
         overrides["variational_dropout"] = args.variational_dropout
     if args.full_softmax:
@@ -281,12 +279,10 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction,
                         help="bfloat16 autocast for the matrix products, float32 LSTM cells and softmax sums "
                         "(preset: bf16; pays on CPUs with AVX512-BF16 or AMX and on GPUs)")
-    parser.add_argument("--compile-lstm", action=argparse.BooleanOptionalAction,
-                        help="torch.compile the LSTM training windows' step loops: a minute or two of compiling "
-                        "when the run starts, then faster steps on CPU (preset: compile_lstm)")
-    parser.add_argument("--compile-softmax", action=argparse.BooleanOptionalAction,
-                        help="torch.compile the softmax loss's per-block elementwise work: seconds of compiling, "
-                        "then faster steps on CPU (preset: compile_softmax)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction,
+                        help="torch.compile the training step's elementwise loops (LSTM steps, softmax blocks, "
+                        "char-CNN max-pool): a minute or two of compiling when the run starts, then faster steps on "
+                        "CPU (preset: compile)")
     parser.add_argument("--seed", type=int, help="seed for initialisation, shuffling, sampling and dropout")
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (preset: 1250)")
     parser.add_argument("--keep-checkpoints", type=int, help="how many recent checkpoints to keep (preset: 2)")

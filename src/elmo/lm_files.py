@@ -48,8 +48,7 @@ def build_language_model(config: BiLMConfig, train: TrainConfig, vocab_size: int
     softmax = Softmax(vocab_size, config.lstm.projection_dim)
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
     return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
-                             variational_dropout=train.variational_dropout, compile_lstm=train.compile_lstm,
-                             compile_softmax=train.compile_softmax)
+                             variational_dropout=train.variational_dropout, compiled=train.compile)
 
 
 def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageModel:
@@ -60,8 +59,7 @@ def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageM
             cell.weight_dropout = train.weight_dropout
     num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
     return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled,
-                             variational_dropout=train.variational_dropout, compile_lstm=train.compile_lstm,
-                             compile_softmax=train.compile_softmax)
+                             variational_dropout=train.variational_dropout, compiled=train.compile)
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -76,14 +76,12 @@ class TrainConfig:
     """Micro-batches per optimizer step (more rows per step without more memory)."""
     bf16: bool = False
     """bfloat16 autocast for the matrix products (pays on GPUs and CPUs with bf16 units)."""
-    compile_lstm: bool = False
-    """``torch.compile`` the LSTM training windows' step loops: each step's elementwise work fused into one kernel
-    (a large share of a CPU step at 32-64 rows); costs a minute or two of compiling when a run starts, and falls back
-    to the eager loops, with a warning, where compiling fails (no C++ compiler)."""
-    compile_softmax: bool = False
-    """``torch.compile`` the training softmax loss's per-block elementwise work (from the logits to the scaled
-    gradient: one read of the GEMM's output instead of a dozen passes over a float32 block); the same arithmetic, a
-    few seconds of compiling, and the same fallback as ``compile_lstm``."""
+    compile: bool = False
+    """``torch.compile`` the training step's elementwise hot loops (:mod:`elmo.modules.compiled`): the LSTM
+    windows' step loops, the softmax loss's blocks and the char CNN's max-pool, each fused into a few kernels (their
+    many small passes are a large share of a CPU step). The same arithmetic; a minute or two of compiling when a run
+    starts, and the eager code, with a warning, where compiling fails (no C++ compiler). Earlier versions called it
+    ``compile_lstm`` (still read)."""
     checkpoint_every: int = 1250
     keep_checkpoints: int = 2
     log_every: int = 100
@@ -135,6 +133,8 @@ class TrainConfig:
 
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+_RENAMED_KEYS = {"compile_lstm": "compile"}
+"""Training keys of earlier versions, read under their new names (run directories and checkpoints they wrote)."""
 _OPTIONS_KEYS = {"lstm", "char_cnn", "bidirectional"}
 
 
@@ -142,6 +142,7 @@ def split_preset(data: dict[str, Any], source: str) -> tuple[BiLMConfig, TrainCo
     """A parsed preset -> (architecture, training config); unknown keys are errors naming the file."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a JSON object")
+    data = {_RENAMED_KEYS.get(key, key): value for key, value in data.items()}
     unknown = sorted(set(data) - _TRAIN_FIELDS - _OPTIONS_KEYS - TRAINING_KEYS)
     if unknown:
         raise ConfigError(f"{source}: unknown key '{unknown[0]}'")

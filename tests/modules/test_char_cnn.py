@@ -68,3 +68,24 @@ def test_max_pool_gradient_goes_to_the_first_maximum_like_tf():
     values.backward(torch.tensor([[10.0, 20.0]]))
     assert values.tolist() == [[3.0, 5.0]]
     assert x.grad.tolist() == [[[0.0, 20.0], [10.0, 0.0], [0.0, 0.0], [0.0, 0.0]]]  # first of the tied maxima
+
+
+def test_compiled_max_pool_gives_the_eager_values_and_gradients():
+    """``compile``: the max and its first position from one compiled reduction, for chunks of any size (one
+    dynamic-shape compilation), ties and -inf (masked windows) included."""
+    from elmo.modules import compiled
+    from elmo.modules.char_cnn import max_and_first_position
+
+    torch.manual_seed(0)
+    for shape in [(5, 9, 16), (3, 12, 16), (7, 4, 8)]:
+        x = torch.randn(shape).round()  # rounded: many ties
+        x[0, -1] = float("-inf")
+        grad = torch.randn(shape[0], shape[2])
+        results = []
+        for use_compile in (False, True):
+            leaf = x.clone().requires_grad_(True)
+            values = MaxPool.apply(leaf, use_compile)
+            values.backward(grad)
+            results.append((values.detach(), leaf.grad))
+        assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    assert compiled.compiled(max_and_first_position)

@@ -182,7 +182,7 @@ def _window_values_and_gradients(inputs, constants, matmul_dtype, compiled):
 @pytest.mark.parametrize("dtype, matmul_dtype, tolerance", [(torch.float64, None, 1e-12),
                                                             (torch.float32, torch.bfloat16, 1e-5)])
 def test_compiled_step_loops_match_the_eager_ones(dtype, matmul_dtype, tolerance):
-    """``compile_lstm``: the step loops through torch.compile give the eager loops' values and gradients."""
+    """``compile``: the step loops through torch.compile give the eager loops' values and gradients."""
     from elmo.modules import compiled as compiled_module, lstm_bptt
 
     inputs, constants = _window_case(dtype)

@@ -156,7 +156,7 @@ def test_a_second_backward_through_the_fused_loss_is_refused():
 
 @pytest.mark.parametrize("negatives", [None, 8, 1])
 def test_compiled_blocks_give_the_eager_losses_and_gradients(negatives):
-    """``compile_softmax``: each block's elementwise work through torch.compile, the same values as the eager
+    """``compile``: each block's elementwise work through torch.compile, the same values as the eager
     blocks (float64 here; blocks of 16 and 5 rows): full softmax, sampled with an accidental hit, and sampled with
     one negative, which leaves the rows whose target it is no candidate at all."""
     from elmo.modules import compiled as compiled_module

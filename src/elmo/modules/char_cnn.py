@@ -17,7 +17,8 @@ and mask the windows a narrower filter could not have). Tokens are sorted by n a
 positions its longest token needs: 8-9 of the 50 for typical English words, with identical results.
 
 The max is TF's ``max_pool`` (what bilm-tf trains with): its gradient goes to the first position holding the
-maximum (:class:`MaxPool`).
+maximum (:class:`MaxPool`). In training with ``compiled`` (``compile``), the max and its first position come from one
+``torch.compile``'d reduction (:func:`max_and_first_position`) instead of four eager passes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 from torch import nn
 
 from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
+from elmo.modules.compiled import compile_available, run_compiled
 from elmo.modules.highway import Highway
 from elmo.modules.threads import gemm_threads
 
@@ -39,7 +41,14 @@ class MaxPool(torch.autograd.Function):
     takes ten times as long on CPU, and ``amax``'s backward three times as long as this one's.)"""
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, compiled=False):
+        ctx.shape = x.shape
+        if compiled and compile_available():
+            result = run_compiled(max_and_first_position, "the char CNN's max-pool", x, dynamic=True)
+            if result is not None:
+                values, first = result
+                ctx.save_for_backward(first)
+                return values
         values = x.amax(dim=1)  # (n, F)
         positions = x.shape[1]
         # weight position p by positions - p: the largest weight among the maxima marks the first of them
@@ -49,13 +58,18 @@ class MaxPool(torch.autograd.Function):
         maxima = maxima.view(torch.uint8) if small == torch.uint8 else maxima.to(small)  # bool -> uint8: no copy
         first = positions - maxima.mul_(weights).amax(dim=1)  # (n, F)
         ctx.save_for_backward(first)
-        ctx.shape = x.shape
         return values
 
     @staticmethod
     def backward(ctx, grad):
         (first,) = ctx.saved_tensors
-        return grad.new_zeros(ctx.shape).scatter_(1, first.long().unsqueeze(1), grad.unsqueeze(1))
+        return grad.new_zeros(ctx.shape).scatter_(1, first.long().unsqueeze(1), grad.unsqueeze(1)), None
+
+
+def max_and_first_position(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, positions, F) -> the max over positions and the first position holding it, (n, F) each: ``max(dim)``'s
+    contract, for ``torch.compile`` (one fused pass; eager, it is the slow path :class:`MaxPool` avoids)."""
+    return torch.max(x, dim=1)
 
 
 def content_length(char_ids: torch.Tensor) -> torch.Tensor:
@@ -94,8 +108,9 @@ class CharCNNEncoder(nn.Module):
         vectors = self.encode_tokens(distinct)  # (U, P)
         return vectors.index_select(0, index).view(batch, time, -1)
 
-    def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """(N, W) long -> (N, P): the token layer of N tokens."""
+    def encode_tokens(self, char_ids: torch.Tensor, compiled: bool = False) -> torch.Tensor:
+        """(N, W) long -> (N, P): the token layer of N tokens. ``compiled``: the max-pool of training through
+        ``torch.compile`` (:func:`max_and_first_position`)."""
         width = char_ids.shape[1]
         kernel = self._fused_kernel()  # (K*E, F)
         k = kernel.shape[0] // self.config.embedding_dim
@@ -107,11 +122,11 @@ class CharCNNEncoder(nn.Module):
             n = int(runs[rows].max())
             if n + k <= width:  # windows at positions 0..n, all inside the row
                 x = self.char_embedding(char_ids[rows, : n + k]).to(kernel.dtype)  # (rows, n + K, E)
-                parts.append(self._max_over_positions(x.unfold(1, k, 1), kernel))
+                parts.append(self._max_over_positions(x.unfold(1, k, 1), kernel, compiled=compiled))
             else:  # every position; windows padded past the row's end, and masked where a filter has none
                 x = self.char_embedding(char_ids[rows]).to(kernel.dtype)  # (rows, W, E)
                 windows = nn.functional.pad(x, (0, 0, 0, k - 1)).unfold(1, k, 1)  # (rows, W, E, K)
-                parts.append(self._max_over_positions(windows, kernel, self._invalid_positions(width)))
+                parts.append(self._max_over_positions(windows, kernel, self._invalid_positions(width), compiled))
         pooled = torch.cat(parts)  # (N, F) in the order of `order`
         if sort:
             pooled = pooled.index_select(0, torch.argsort(order))
@@ -124,7 +139,8 @@ class CharCNNEncoder(nn.Module):
         return x
 
     @staticmethod
-    def _max_over_positions(windows: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor | None = None):
+    def _max_over_positions(windows: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor | None = None,
+                            compiled: bool = False):
         """windows (n, positions, E, K) -> max over the positions of every filter's response, (n, F), no bias."""
         n, positions, dim, k = windows.shape
         with gemm_threads(n * positions * kernel.numel()):
@@ -132,7 +148,7 @@ class CharCNNEncoder(nn.Module):
         responses = responses.view(n, positions, -1)
         if invalid is not None:
             responses.masked_fill_(invalid, float("-inf"))
-        return MaxPool.apply(responses) if responses.requires_grad else responses.amax(dim=1)
+        return MaxPool.apply(responses, compiled) if responses.requires_grad else responses.amax(dim=1)
 
     def _fused_kernel(self) -> torch.Tensor:
         """All conv weights as one (K*E, F) matrix, zero-padded to the widest K."""

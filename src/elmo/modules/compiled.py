@@ -1,10 +1,11 @@
 """``torch.compile`` for the training step's elementwise hot loops, with one process-wide eager fallback.
 
 The compiled code is pure functions written beside their eager twins (the LSTM step loops in
-:mod:`elmo.modules.lstm_bptt`, the softmax loss's per-block work in :mod:`elmo.modules.softmax_loss`): the same
-arithmetic, with each step's or block's elementwise passes fused into a few kernels. Each function compiles once per
-process with static shapes (a new shape compiles anew). Where compiling fails (no C++ compiler, an unsupported
-platform) a warning says what failed, and the whole process keeps to the eager code from then on.
+:mod:`elmo.modules.lstm_bptt`, the softmax loss's per-block work in :mod:`elmo.modules.softmax_loss`, the char
+CNN's max-pool in :mod:`elmo.modules.char_cnn`): the same arithmetic, with each step's or block's elementwise
+passes fused into a few kernels. Each function compiles once per process, with static shapes (a new shape compiles
+anew) unless the caller asks for dynamic ones. Where compiling fails (no C++ compiler, an unsupported platform) a
+warning says what failed, and the whole process keeps to the eager code from then on.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ _compiled_functions: dict = {}
 _compile_failure: list[str] = []  # why torch.compile could not be used in this process, once it failed
 
 
-def run_compiled(function, what: str, *args):
+def run_compiled(function, what: str, *args, dynamic: bool = False):
     """``function(*args)`` through ``torch.compile``, or None when compiling or running it fails: then a warning
     naming ``what`` (e.g. "the LSTM step loops"), and :func:`compile_available` is False for the rest of the
-    process, so the callers run their eager code."""
+    process, so the callers run their eager code. ``dynamic``: one compilation for inputs of any size (the char
+    CNN's chunks vary in size from batch to batch), not one per shape."""
     if function not in _compiled_functions:
-        _compiled_functions[function] = torch.compile(function, dynamic=False)
+        _compiled_functions[function] = torch.compile(function, dynamic=dynamic)
     try:
         return _compiled_functions[function](*args)
     except Exception as error:  # noqa: BLE001 - a missing toolchain can surface as any error type

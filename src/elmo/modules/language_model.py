@@ -48,27 +48,24 @@ class BiLMLanguageModel(nn.Module):
         output_dropout: dropout on the top LSTM output before the softmax (0.1 in the original).
         num_sampled: negatives per batch for the sampled softmax (8192 in the original), or None.
         variational_dropout: the output dropout keeps one mask per row over the window's time steps.
-        compile_lstm: the LSTM training windows' step loops through ``torch.compile``
-            (:func:`~elmo.modules.lstm.run_windows`).
-        compile_softmax: the training loss's per-block elementwise work through ``torch.compile``
-            (:func:`~elmo.modules.softmax_loss.softmax_block`).
+        compiled: the training step's elementwise loops through ``torch.compile`` (:mod:`elmo.modules.compiled`):
+            the LSTM windows' step loops, the softmax loss's blocks, the char CNN's max-pool.
     """
 
     def __init__(
         self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192,
-        variational_dropout: bool = False, compile_lstm: bool = False, compile_softmax: bool = False,
+        variational_dropout: bool = False, compiled: bool = False,
     ):
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
-        self.compile_lstm = compile_lstm
-        self.compile_softmax = compile_softmax
+        self.compiled = compiled
         self.output_dropout = sequence_dropout(output_dropout, variational_dropout)
         self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
 
     def encode_words(self, word_char_ids: torch.Tensor) -> torch.Tensor:
         """(U, W) +1-shifted char ids of distinct words -> (U, P) token vectors (the char CNN runs once per word)."""
-        return self.bilm.token_encoder.encode_tokens(word_char_ids)
+        return self.bilm.token_encoder.encode_tokens(word_char_ids, self.compiled)
 
     def direction_hidden(
         self, direction: int, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None,
@@ -102,11 +99,11 @@ class BiLMLanguageModel(nn.Module):
         index = torch.stack([forward_index, backward_index]).transpose(1, 2)  # (2, T, B)
         stacks = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         inputs = nn.functional.embedding(index, words)  # (2, T, B, P)
-        tops, final = run_stacks_in_lockstep(stacks, inputs, state, self.compile_lstm)  # (2, T, B, P)
+        tops, final = run_stacks_in_lockstep(stacks, inputs, state, self.compiled)  # (2, T, B, P)
         hiddens = []
         for direction in range(2):
             top = self.output_dropout(tops[direction].transpose(0, 1))  # (B, T, P)
             hiddens.append(top.reshape(-1, top.shape[-1]))  # (B*T, P)
         targets = [forward_targets.reshape(-1), backward_targets.reshape(-1)]
-        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compile_softmax)
+        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compiled)
         return LMOutput(loss, losses[0], losses[1], final)

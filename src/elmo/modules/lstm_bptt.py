@@ -14,7 +14,7 @@ Per step the elementwise work, not the arithmetic, is what costs on a CPU, so th
 sigmoid for all four gates (tanh(x) = 2 sigmoid(2x) - 1, with j's pre-activation doubled up front; PyTorch's CPU
 ``tanh`` takes five times as long as its ``sigmoid``), the same identity for tanh(c), the step's gate gradients
 gathered in one float32 buffer and cast once, the clips' gradient masks read off the saved values
-(``clamp(x) == x``), and the per-step views made once per window. With ``compiled=True`` (``compile_lstm`` in
+(``clamp(x) == x``), and the per-step views made once per window. With ``compiled=True`` (``compile`` in
 training) both loops run as pure functions (:func:`forward_steps`, :func:`backward_steps`) through
 ``torch.compile``, which fuses each step's elementwise work into one kernel: the same arithmetic, fewer passes,
 none of the per-op overhead.
