@@ -264,6 +264,17 @@ def test_weight_dropout_reaches_every_lstm_layer(corpus, tmp_path):
         assert len(cells) == 2 * config.lstm.n_layers and all(cell.weight_dropout == 0.25 for cell in cells)
 
 
+def test_a_run_written_with_the_earlier_key_name_resumes(corpus, tmp_path):
+    """A run directory whose train_config.json says ``compile_lstm`` (before the key became ``compile``)."""
+    run = tmp_path / "run"
+    assert main(["-q", *_args(corpus, run, "--max-steps", "1", "--checkpoint-every", "1")]) == 0
+    saved = json.loads((run / "train_config.json").read_text())
+    saved["compile_lstm"] = saved.pop("compile")
+    (run / "train_config.json").write_text(json.dumps(saved))
+    assert main(["-q", *_args(corpus, run, "--max-steps", "2", "--checkpoint-every", "1", "--resume")]) == 0
+    assert len(json.loads((run / "history.json").read_text())) == 2
+
+
 def test_compile_option_trains_through_the_compiled_loops(corpus, tmp_path):
     from elmo.modules import char_cnn, compiled, lstm_bptt, softmax_loss
 

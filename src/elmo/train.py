@@ -42,9 +42,9 @@ from elmo.errors import ConfigError, Interrupted, OutputWriteError, TrainingDive
 from elmo.evaluate import PerplexityResult, perplexity
 from elmo.interrupts import StopRequest, stop_on_signals
 from elmo.lm_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
-from elmo.model_files import load_checked_state
+from elmo.model_files import load_checked_state, read_json
 from elmo.modules.language_model import BiLMLanguageModel
-from elmo.train_config import TrainConfig, lr_factor, merge_preset
+from elmo.train_config import TrainConfig, lr_factor, merge_preset, split_preset
 from elmo.vocab import Vocabulary
 from elmo.weight_average import WeightAverage
 
@@ -428,7 +428,8 @@ def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
     preset = merge_preset(spec.config, spec.train)
     config_path = run_dir / RUN_CONFIG_FILE
     if spec.resume and config_path.is_file():
-        saved = json.loads(config_path.read_text(encoding="utf-8"))
+        # read as a preset, so keys renamed since the run started compare under their new names
+        saved = merge_preset(*split_preset(read_json(config_path), str(config_path)))
         changed = sorted(k for k in set(saved) | set(preset) if saved.get(k) != preset.get(k))
         if changed:
             raise ConfigError(f"{config_path}: the run was started with a different '{changed[0]}'; "
