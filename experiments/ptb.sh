@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PTB language-model benchmark of docs/training.md: vocabulary, training with the `ptb` preset (about 1 hour 57
+# The PTB language-model benchmark of docs/training.md: vocabulary, training with the `ptb` preset (about 1 hour 45
 # minutes on 2 CPU cores with bf16 units, e.g. AVX512-BF16), export to the original format, full-softmax perplexity
 # of the export (one stream).
 # Usage: experiments/ptb.sh [PTB_DIR] [RUN_DIR]   (defaults: ../shared/data/lm/ptb, runs/ptb)
