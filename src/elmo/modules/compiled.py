@@ -42,5 +42,5 @@ def compile_available() -> bool:
 
 
 def compiled(function) -> bool:
-    """Whether ``function`` has run through ``torch.compile`` in this process (for tests and logs)."""
+    """Whether ``function`` has run through ``torch.compile`` in this process (the tests check it)."""
     return function in _compiled_functions and compile_available()
