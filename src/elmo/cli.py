@@ -60,7 +60,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
             device=args.device or ranks.default_device(), precision=args.precision,
             max_tokens_per_batch=args.max_tokens_per_batch, vocab_cache=args.vocab_cache, chunk_size=args.chunk_size,
         )
-        with _EmbedProgress(args, ranks) as progress, stop_on_signals("embedding", deferred=False):
+        with stop_on_signals("embedding") as stop, _EmbedProgress(args, ranks, stop) as progress:
             count = embedder.embed_file(
                 args.input, args.output, output_layers=args.layers, use_sentence_keys=args.use_sentence_keys,
                 forget_sentences=args.forget_sentences, output_dtype=args.output_dtype, errors=args.errors,
@@ -74,17 +74,20 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 class _EmbedProgress:
-    """tqdm bar over this rank's sentences, with tokens/s; silent with --quiet or when stderr is not a terminal."""
+    """tqdm bar over this rank's sentences, with tokens/s; silent with --quiet or when stderr is not a terminal.
+    Called after every batch, it is also where a SIGINT/SIGTERM (``stop``) stops the job."""
 
-    def __init__(self, args: argparse.Namespace, ranks) -> None:
+    def __init__(self, args: argparse.Namespace, ranks, stop) -> None:
         from tqdm import tqdm
 
         disable = args.quiet or (args.progress == "auto" and not sys.stderr.isatty()) or args.progress == "off"
         self.bar = tqdm(unit=" sentences", disable=disable, position=ranks.local_rank, desc=f"rank {ranks.rank}"
                         if ranks.world_size > 1 else "embed", smoothing=0.1)
         self.tokens = 0
+        self.stop = stop
 
     def __call__(self, sentences: int, tokens: int) -> None:
+        self.stop.raise_if_requested()
         self.tokens += tokens
         self.bar.update(sentences)
         elapsed = self.bar.format_dict["elapsed"] or 1e-9

@@ -1,9 +1,12 @@
 """SIGINT/SIGTERM as a clean stop for long jobs (training, embedding).
 
-A scheduler's SIGTERM or a user's Ctrl-C should cost at most the unit of work in progress. Training asks for
-``deferred=True``: the signal only sets a flag, the loop finishes its step, saves a checkpoint and raises
-:class:`~elmo.errors.Interrupted`. Embedding asks for ``deferred=False``: the signal raises at once, and the
-part being written is dropped (finished parts stay for ``--resume``). A second signal always raises at once.
+A scheduler's SIGTERM or a user's Ctrl-C should cost at most the unit of work in progress. The first signal only
+records itself; the job looks at the record between units of work: training finishes its step, saves a checkpoint
+and raises :class:`~elmo.errors.Interrupted`; embedding raises after the batch in progress
+(:meth:`StopRequest.raise_if_requested`), dropping the part being written (finished parts stay for ``--resume``).
+A second signal raises at once. (Raising from the handler itself is not reliable: Python may run the handler
+inside a finalizer or a weakref callback, where its exception is printed as "Exception ignored" and dropped, and
+the job would carry on to the end.)
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class StopRequest:
     """Set by the handler; ``signal_number`` is the first signal received (None: keep going)."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "the job") -> None:
+        self.what = what
         self.signal_number: int | None = None
 
     @property
@@ -32,26 +36,32 @@ class StopRequest:
     def name(self) -> str:
         return signal.Signals(self.signal_number).name if self.signal_number else ""
 
+    def interrupted(self) -> Interrupted:
+        return Interrupted(f"{self.what} stopped by {self.name}; continue with --resume", self.signal_number or 0)
+
+    def raise_if_requested(self) -> None:
+        """Raise :class:`Interrupted` once a signal came."""
+        if self.requested:
+            raise self.interrupted()
+
 
 @contextmanager
-def stop_on_signals(what: str, deferred: bool) -> Iterator[StopRequest]:
-    """Handle SIGINT/SIGTERM inside the block (only in the main thread; elsewhere the block runs unchanged).
+def stop_on_signals(what: str) -> Iterator[StopRequest]:
+    """Record SIGINT/SIGTERM inside the block (only in the main thread; elsewhere the block runs unchanged).
 
     Args:
         what: the job, for the message ("training", "embedding").
-        deferred: only record the first signal (the caller checks ``requested``); otherwise raise at once.
     """
-    request = StopRequest()
+    request = StopRequest(what)
     if threading.current_thread() is not threading.main_thread():
         yield request
         return
 
     def handler(signum, frame):  # noqa: ARG001 - signal handler signature
-        if deferred and not request.requested:
+        if not request.requested:
             request.signal_number = signum
             return
-        request.signal_number = request.signal_number or signum
-        raise Interrupted(f"{what} stopped by {signal.Signals(signum).name}; continue with --resume", signum)
+        raise request.interrupted()
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     try:

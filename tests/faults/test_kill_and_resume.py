@@ -134,8 +134,8 @@ def test_sigint_leaves_a_resumable_partial_output(tiny_model, tmp_path):
     proc = start_elmo(*_embed_args(tiny_model, text, out))
     _wait_for(lambda: _parts_done(out) > 0, proc)
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 128 + signal.SIGINT
-    message = proc.stderr.read()
+    code, message = proc.wait(timeout=60), proc.stderr.read()
+    assert code == 128 + signal.SIGINT, message
     assert "Traceback" not in message and "stopped by SIGINT" in message and "--resume" in message
     assert not out.exists() and _parts_done(out) > 0
     assert not list(out.parent.glob(f"{out.name}.parts/*.tmp")), "the part being written must be dropped"
