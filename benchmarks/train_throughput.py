@@ -13,9 +13,10 @@ arithmetic.
 
 ``--reference`` also times AllenNLP's biLM modules (``_ElmoCharacterEncoder`` + ``ElmoLstm``, from
 ``pip install --no-deps simple-elmo-pytorch==0.2``), built from the same weights, with gradients enabled, trained
-with the same softmax head (``head_losses``: both directions in one fused call), negatives and optimizer on the
-same batches. Every round runs one step of each implementation at each precision, interleaved, so a machine whose
-speed drifts (shared cores) moves every column alike. The speed-up is given two ways: the ratio of the median
+with the same softmax head (``head_losses``: both directions in one fused call), negatives, clip and optimizer
+(Adagrad's sparse update of the sampled softmax rows, as ``elmo train`` runs one process) on the same batches.
+Every round runs one step of each implementation at each precision, interleaved, so a machine whose speed drifts
+(shared cores) moves every column alike. The speed-up is given two ways: the ratio of the median
 tokens/s, and the median over rounds of each round's ratio (the two steps of a round run back to back, so drift
 between rounds cancels). With ``--precision bf16`` both run under bfloat16 autocast; the table also compares ours
 in bf16 with the reference in float32 (how AllenNLP trains on a CPU) when both precisions are measured. Our step
@@ -38,7 +39,7 @@ from elmo.data.batching import LMBatch
 from elmo.lm_files import build_language_model
 from elmo.memory import keep_freed_memory
 from elmo.modules.softmax import head_losses
-from elmo.train import make_optimizer
+from elmo.optimizer import clipped_step, gradient_norm, make_optimizer
 from elmo.train_presets import load_preset
 
 
@@ -130,7 +131,7 @@ class ReferenceStep:
         self.compiled = lm.compiled
         params = [*self.encoder.parameters(), *self.lstm.parameters(), *self.softmax.parameters()]
         self.params = [p for p in params if p.requires_grad]
-        self.optimizer = make_optimizer(self.params, train)  # the trainer's optimizer, as for ours
+        self.optimizer = make_optimizer(self.params, train)  # the trainer's optimizer and clip, as for ours
         self.unroll_steps = train.unroll_steps
         self.clip = train.all_clip_norm_val
 
@@ -145,8 +146,7 @@ class ReferenceStep:
         # the head ours uses, run as ours runs it
         loss, _ = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compiled)
         (loss * self.unroll_steps).backward()
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip)
-        self.optimizer.step()
+        clipped_step(self.optimizer, gradient_norm(self.params), self.clip)  # the trainer's clip and update
 
 
 def measure(config: str, batch_size: int, vocab_size: int, steps: int, precisions: list[str], full_softmax: bool,
@@ -160,6 +160,7 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, precision
     cfg, train = load_preset(config, overrides)
     torch.manual_seed(0)
     lm = build_language_model(cfg, train, vocab_size).train()
+    lm.softmax.sparse = lm.sampler is not None and train.optimizer == "adagrad"  # as `elmo train` in one process
     opt = make_optimizer(lm.parameters(), train)
     generator = torch.Generator().manual_seed(0)
     h, c = lm.bilm.zero_state(batch_size)
@@ -183,8 +184,7 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, precision
                 out = lm(batch.word_char_ids, batch.forward_index, batch.backward_index, batch.forward_targets,
                          batch.backward_targets, (h, c), samples)
                 (out.loss * train.unroll_steps).backward()
-            torch.nn.utils.clip_grad_norm_(lm.parameters(), train.all_clip_norm_val)
-            opt.step()
+            clipped_step(opt, gradient_norm(lm.parameters()), train.all_clip_norm_val)
             h, c = (s.detach() for s in out.state)
             times[precision, "ours"].append(time.perf_counter() - start)
         step_flops.append(our_flops_per_step(lm, batch))

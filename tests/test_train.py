@@ -204,6 +204,23 @@ def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
     assert "exp_avg_sq" in next(iter(state["state"].values()))
 
 
+def test_one_process_updates_only_the_sampled_softmax_rows(corpus, tmp_path, caplog):
+    """One process with Adagrad gives the softmax sparse updates (two processes keep the dense gradient that
+    DistributedDataParallel all-reduces, and still match one process: see test_two_processes_match_one_...);
+    rows that no step sampled or predicted keep their initial weights."""
+    caplog.set_level(logging.INFO, logger="elmo")
+    run = tmp_path / "sparse"
+    few = ["--negatives", "2", "--batch-size", "1", "--unroll-steps", "2"]  # at most 8 of the 15 rows per step
+    assert main(["-q", *_args(corpus, run, "--max-steps", "2", "--checkpoint-every", "1", *few)]) == 0
+    assert "the softmax weights take sparse Adagrad updates" in caplog.text
+    first, last = (load_file(run / "checkpoints" / f"step-{k:08d}" / "model.safetensors") for k in (1, 2))
+    changed = (first["softmax.weight"] != last["softmax.weight"]).any(dim=1)
+    assert 0 < int(changed.sum()) < changed.numel()
+    caplog.clear()
+    assert main(["-q", *_args(corpus, tmp_path / "adam", "--max-steps", "1", "--optimizer", "adam")]) == 0
+    assert "sparse Adagrad" not in caplog.text
+
+
 def test_logged_losses_are_window_means_of_both_directions(corpus, tmp_path):
     run = tmp_path / "log"
     assert main(["-q", *_args(corpus, run, "--max-steps", "6", "--log-every", "3")]) == 0

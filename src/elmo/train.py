@@ -44,6 +44,7 @@ from elmo.interrupts import StopRequest, stop_on_signals
 from elmo.lm_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
 from elmo.model_files import load_checked_state, read_json
 from elmo.modules.language_model import BiLMLanguageModel
+from elmo.optimizer import clipped_step, gradient_norm, make_optimizer
 from elmo.train_config import TrainConfig, lr_factor, merge_preset, split_preset
 from elmo.vocab import Vocabulary
 from elmo.weight_average import WeightAverage
@@ -93,6 +94,9 @@ class Trainer:
         self.lm = spec.initial_model or build_language_model(spec.config, tc, len(self.vocab))
         self._check_vocab_size()
         self.lm.to(device).train()
+        # The sampled softmax touches a few thousand of the V weight rows per step: one process gives Adagrad only
+        # those (TF's sparse update, as in bilm-tf); DistributedDataParallel all-reduces dense gradients.
+        self.lm.softmax.sparse = self.lm.sampler is not None and tc.optimizer == "adagrad" and not info.enabled
         self.optimizer = make_optimizer(self.lm.parameters(), tc)
         self.sampler_generator = torch.Generator().manual_seed(tc.seed)
         torch.manual_seed(tc.seed + 1000 * info.rank + 1)  # dropout masks differ between processes
@@ -205,7 +209,7 @@ class Trainer:
             losses.append(torch.stack([out.loss, out.forward_loss, out.backward_loss]).detach().float())
             new_h.append(out.state[0].detach())
             new_c.append(out.state[1].detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.lm.parameters(), tc.all_clip_norm_val)
+        grad_norm = gradient_norm(self.lm.parameters())
         # The gradients (hence grad_norm) are already averaged over processes and the losses are averaged here,
         # so every process takes the same decision below. The stop flag rides along: one reduction per step.
         stop = torch.tensor([float(self.stop.requested)], device=self.device)
@@ -216,7 +220,7 @@ class Trainer:
             factor = lr_factor(tc.lr_schedule, self.state.step, self.total_steps, tc.warmup_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = tc.learning_rate * factor
-            self.optimizer.step()
+            clipped_step(self.optimizer, grad_norm, tc.all_clip_norm_val)  # the clip, folded into the update
             if self.average is not None:
                 self.average.update(self.state.step + 1)
             self.lstm_state = (torch.cat(new_h, dim=2), torch.cat(new_c, dim=2))
@@ -252,6 +256,9 @@ class Trainer:
                 self.total_steps, self.global_rows, self.spec.train.unroll_steps, self.info.world_size,
                 self.loss_name, self.state.step,
             )
+            if self.lm.softmax.sparse:
+                log.info("the softmax weights take sparse Adagrad updates: only the rows of each step's negatives "
+                         "and targets")
             if self.spec.train.bf16 and not bf16_is_fast(self.device):
                 log.warning("bf16 is on, but %s reports no bfloat16 support: training will be slower than "
                             "float32 (--no-bf16 turns it off)", self.device)
@@ -409,19 +416,6 @@ class Trainer:
             log.info("wrote %s", plot)
 
 
-def make_optimizer(parameters, tc: TrainConfig) -> torch.optim.Optimizer:
-    """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short runs on small corpora.
-
-    Fused (one kernel for all parameters instead of several passes over each) on CPUs and GPUs.
-    """
-    parameters = list(parameters)
-    fused = all(p.device.type in ("cpu", "cuda") for p in parameters)
-    if tc.optimizer == "adam":
-        return torch.optim.Adam(parameters, lr=tc.learning_rate, fused=fused)
-    return torch.optim.Adagrad(parameters, lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value,
-                               eps=0.0, fused=fused)
-
-
 def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
     """Write the preset and the vocabulary into the run directory (or check them when resuming)."""
     run_dir = spec.run_dir
@@ -451,7 +445,7 @@ def train(spec: TrainSpec, info: DistInfo | None = None, device: torch.device | 
     device = device or torch.device("cpu")
     prepare_run_dir(spec, info)
     trainer = Trainer(spec, info, device)
-    with stop_on_signals("training", deferred=True) as request:
+    with stop_on_signals("training") as request:
         trainer.stop = request
         return trainer.run()
 

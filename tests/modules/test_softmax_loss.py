@@ -109,6 +109,28 @@ def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_r
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
 
 
+def test_sparse_weight_gradient_holds_the_dense_one():
+    """Softmax(sparse=True): the weight gradient lists the touched rows (negatives of both parts and targets, some
+    rows several times); summed, it is the dense gradient, and the rest of the gradients are unchanged."""
+    softmax, hidden, targets = _case()
+    other = torch.randn(23, hidden.shape[1], dtype=hidden.dtype, requires_grad=True)
+    negatives = [torch.randperm(50)[:20], torch.randperm(50)[:15]]
+    parts = [(hidden, targets, negatives[0], torch.rand(20, dtype=hidden.dtype), torch.rand(37, dtype=hidden.dtype)),
+             (other, targets[:23], negatives[1], torch.rand(15, dtype=hidden.dtype),
+              torch.rand(23, dtype=hidden.dtype))]
+    grads = {}
+    for sparse in (False, True):
+        softmax.sparse = sparse
+        loss, _ = softmax.sampled_losses(parts)
+        grads[sparse] = torch.autograd.grad(loss * 3.5, [softmax.weight, softmax.bias, hidden, other])
+    dense, sparse = grads[False], grads[True]
+    assert sparse[0].is_sparse and not sparse[0].is_coalesced()
+    assert sparse[0]._nnz() == 20 + 15 + 37 + 23  # every negative and target, before coalescing
+    torch.testing.assert_close(sparse[0].to_dense(), dense[0], rtol=1e-12, atol=1e-12)
+    for a, b in zip(sparse[1:], dense[1:]):
+        assert torch.equal(a, b)
+
+
 def test_accidental_hits_are_the_pairs_where_a_target_was_sampled():
     torch.manual_seed(0)
     targets = torch.randint(0, 300, (1000,))

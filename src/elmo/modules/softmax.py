@@ -32,12 +32,18 @@ the last-level cache."""
 
 
 class Softmax(nn.Module):
-    """The shared output layer: logits = h W^T + b. Initialised like the original (normal, std 1/sqrt(P))."""
+    """The shared output layer: logits = h W^T + b. Initialised like the original (normal, std 1/sqrt(P)).
 
-    def __init__(self, vocab_size: int, dim: int) -> None:
+    ``sparse``: the sampled losses give ``weight`` a sparse gradient holding only the rows of the step's negatives
+    and targets (as ``nn.Embedding(sparse=True)``; the optimizer must accept it, see :mod:`elmo.optimizer`), where
+    the dense one is a (V, P) matrix of mostly zeros that is filled, read by the clip and updated whole every step.
+    """
+
+    def __init__(self, vocab_size: int, dim: int, sparse: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.randn(vocab_size, dim) / math.sqrt(dim))  # (V, P)
         self.bias = nn.Parameter(torch.zeros(vocab_size))  # (V,)
+        self.sparse = sparse
 
     @property
     def vocab_size(self) -> int:
@@ -79,12 +85,12 @@ class Softmax(nn.Module):
                        compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean over parts (the arguments of :meth:`sampled_loss`) of each part's mean sampled-softmax loss, and the
         (G,) part losses (no gradient; for logging). With gradients: fused and blockwise, one pass for all parts
-        (``compiled``: as in :meth:`full_losses`)."""
+        (``compiled``: as in :meth:`full_losses`); the weight's gradient is sparse when :attr:`sparse` is set."""
         if any(_needs_gradients(part[0], self.weight) for part in parts):
             logged = [(hidden, targets, sampled, expected.log(), target_expected.log())
                       for hidden, targets, sampled, expected, target_expected in parts]
             with autocast_suspended(parts[0][0].device) as matmul_dtype:
-                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype, compiled)
+                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype, compiled, self.sparse)
         losses = torch.stack([self._sampled_loss_plain(*part) for part in parts])
         return losses.mean(), losses
 

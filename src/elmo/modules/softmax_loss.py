@@ -176,8 +176,11 @@ def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtyp
 
 
 class FusedSoftmaxLoss(torch.autograd.Function):
-    """(weight (V, P), bias (V,), block_rows, matmul_dtype, compiled, fields per part, *the parts' tensors,
+    """(weight (V, P), bias (V,), block_rows, matmul_dtype, compiled, sparse, fields per part, *the parts' tensors,
     flattened) -> (mean over parts of each part's mean loss, (G,) the parts' mean losses, without gradient).
+    ``sparse``: the sampled loss hands the weight its gradient as a sparse (V, P) tensor of the rows it touched
+    (uncoalesced: a row that is a negative and a target appears more than once), as ``nn.Embedding(sparse=True)``
+    does, instead of adding them into a zeroed dense matrix.
 
     A part of 2 fields is (hidden (N, P), targets (N,)): the full softmax. A part of 5 fields is TF's
     ``sampled_softmax_loss``: (hidden, targets, sampled (S,) distinct ids, log_expected (S,), target_log_expected
@@ -186,7 +189,7 @@ class FusedSoftmaxLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, weight, bias, block_rows, matmul_dtype, compiled, fields, *flat):
+    def forward(ctx, weight, bias, block_rows, matmul_dtype, compiled, sparse, fields, *flat):
         part_loss = _full_part if fields == 2 else _sampled_part
         parts = [flat[k : k + fields] for k in range(0, len(flat), fields)]
         # the full softmax's weight gradient is dense; the sampled one's is kept as (ids, rows) pairs until backward
@@ -202,6 +205,7 @@ class FusedSoftmaxLoss(torch.autograd.Function):
         ctx.hidden_dtypes = [part[0].dtype for part in parts]
         ctx.weight_shape = weight.shape
         ctx.fields = fields
+        ctx.sparse = sparse
         part_losses = torch.stack(losses).to(bias.dtype)
         ctx.mark_non_differentiable(part_losses)
         return part_losses.mean(), part_losses
@@ -216,18 +220,22 @@ class FusedSoftmaxLoss(torch.autograd.Function):
         for d_hidden, dtype in zip(d_hiddens, ctx.hidden_dtypes):
             inputs += [(d_hidden * grad).to(dtype)] + [None] * (ctx.fields - 1)
         if isinstance(d_weight, list):  # scale the sampled rows (a few thousand), not the (V, P) sum
-            pieces, d_weight = d_weight, d_bias.new_zeros(ctx.weight_shape)
-            for ids, rows in pieces:
-                d_weight.index_add_(0, ids, rows.mul_(grad))
+            ids = torch.cat([ids for ids, _ in d_weight])  # (R,)
+            rows = torch.cat([rows for _, rows in d_weight]).mul_(grad)  # (R, P)
+            if ctx.sparse:
+                d_weight = torch.sparse_coo_tensor(ids.unsqueeze(0), rows, ctx.weight_shape, check_invariants=False)
+            else:
+                d_weight = d_bias.new_zeros(ctx.weight_shape).index_add_(0, ids, rows)
         else:
             d_weight.mul_(grad)
-        return d_weight, d_bias.mul_(grad), None, None, None, None, *inputs
+        return d_weight, d_bias.mul_(grad), None, None, None, None, None, *inputs
 
 
 def fused_loss(weight: torch.Tensor, bias: torch.Tensor, parts: Sequence[Sequence[torch.Tensor]],
                block_rows: int = 512, matmul_dtype: torch.dtype | None = None,
-               compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+               compiled: bool = False, sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """:class:`FusedSoftmaxLoss` over ``parts`` (all full, or all sampled): (mean loss, (G,) part losses).
-    ``compiled``: each block's elementwise work through ``torch.compile`` (:func:`softmax_block`)."""
+    ``compiled``: each block's elementwise work through ``torch.compile`` (:func:`softmax_block`). ``sparse``: the
+    sampled loss's weight gradient as a sparse tensor of its rows (the full softmax's is dense either way)."""
     flat = [tensor for part in parts for tensor in part]
-    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, compiled, len(parts[0]), *flat)
+    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, compiled, sparse, len(parts[0]), *flat)
