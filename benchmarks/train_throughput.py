@@ -20,8 +20,8 @@ Every round runs one step of each implementation at each precision, interleaved,
 tokens/s, and the median over rounds of each round's ratio (the two steps of a round run back to back, so drift
 between rounds cancels). With ``--precision bf16`` both run under bfloat16 autocast; the table also compares ours
 in bf16 with the reference in float32 (how AllenNLP trains on a CPU) when both precisions are measured. Our step
-runs as the preset configures it (``compile``: the LSTM step loops, softmax blocks and max-pool compile during the
-warm-up rounds, which the medians exclude); the reference's softmax head runs as ours does.
+runs as the preset configures it (``compile``: the LSTM step loops, softmax blocks, max-pool and highway compile
+during the warm-up rounds, which the medians exclude); the reference's softmax head runs as ours does.
 """
 
 from __future__ import annotations

@@ -293,12 +293,13 @@ def test_a_run_written_with_the_earlier_key_name_resumes(corpus, tmp_path):
 
 
 def test_compile_option_trains_through_the_compiled_loops(corpus, tmp_path):
-    from elmo.modules import char_cnn, compiled, lstm_bptt, softmax_loss
+    from elmo.modules import char_cnn, compiled, highway, lstm_bptt, softmax_loss
 
     args = _args(corpus, tmp_path / "run", "--max-steps", "2", "--log-every", "1", "--compile")
     assert main(["-q", *args]) == 0
     assert json.loads((tmp_path / "run" / "train_config.json").read_text())["compile"] is True
-    for function in (lstm_bptt.forward_steps, softmax_loss.softmax_block, char_cnn.max_and_first_position):
+    for function in (lstm_bptt.forward_steps, softmax_loss.softmax_block, char_cnn.max_and_first_position,
+                     highway.highway_layer):
         assert compiled.compiled(function)
     history = json.loads((tmp_path / "run" / "history.json").read_text())
     assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)

@@ -284,8 +284,8 @@ def _add_train_args(parser: argparse.ArgumentParser, require_config: bool = True
                         "(preset: bf16; pays on CPUs with AVX512-BF16 or AMX and on GPUs)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction,
                         help="torch.compile the training step's elementwise loops (LSTM steps, softmax blocks, "
-                        "char-CNN max-pool): a minute or two of compiling when the run starts, then faster steps on "
-                        "CPU (preset: compile)")
+                        "char-CNN max-pool, highway): a minute or two of compiling when the run starts, then faster "
+                        "steps on CPU (preset: compile)")
     parser.add_argument("--seed", type=int, help="seed for initialisation, shuffling, sampling and dropout")
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (preset: 1250)")
     parser.add_argument("--keep-checkpoints", type=int, help="how many recent checkpoints to keep (preset: 2)")

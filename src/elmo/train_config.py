@@ -78,7 +78,8 @@ class TrainConfig:
     """bfloat16 autocast for the matrix products (pays on GPUs and CPUs with bf16 units)."""
     compile: bool = False
     """``torch.compile`` the training step's elementwise hot loops (:mod:`elmo.modules.compiled`): the LSTM
-    windows' step loops, the softmax loss's blocks and the char CNN's max-pool, each fused into a few kernels (their
+    windows' step loops, the softmax loss's blocks, the char CNN's max-pool and the highway layers, each fused into
+    a few kernels (their
     many small passes are a large share of a CPU step). The same arithmetic; a minute or two of compiling when a run
     starts, and the eager code, with a warning, where compiling fails (no C++ compiler). Earlier versions called it
     ``compile_lstm`` (still read)."""

@@ -109,8 +109,9 @@ class CharCNNEncoder(nn.Module):
         return vectors.index_select(0, index).view(batch, time, -1)
 
     def encode_tokens(self, char_ids: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """(N, W) long -> (N, P): the token layer of N tokens. ``compiled``: the max-pool of training through
-        ``torch.compile`` (:func:`max_and_first_position`)."""
+        """(N, W) long -> (N, P): the token layer of N tokens. ``compiled``: the max-pool of training and the
+        highway layers through ``torch.compile`` (:func:`max_and_first_position`,
+        :func:`~elmo.modules.highway.highway_layer`)."""
         width = char_ids.shape[1]
         kernel = self._fused_kernel()  # (K*E, F)
         k = kernel.shape[0] // self.config.embedding_dim
@@ -132,7 +133,7 @@ class CharCNNEncoder(nn.Module):
             pooled = pooled.index_select(0, torch.argsort(order))
         x = self.activation(pooled + self._bias().to(pooled.dtype))
         if self.highway is not None:
-            x = self.highway(x)
+            x = self.highway(x, compiled)
         if self.projection is not None:
             with gemm_threads(x.shape[0] * self.projection.weight.numel()):
                 x = self.projection(x)  # (N, P)

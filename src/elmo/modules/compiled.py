@@ -2,9 +2,10 @@
 
 The compiled code is pure functions written beside their eager twins (the LSTM step loops in
 :mod:`elmo.modules.lstm_bptt`, the softmax loss's per-block work in :mod:`elmo.modules.softmax_loss`, the char
-CNN's max-pool in :mod:`elmo.modules.char_cnn`): the same arithmetic, with each step's or block's elementwise
-passes fused into a few kernels. Each function compiles once per process, with static shapes (a new shape compiles
-anew) unless the caller asks for dynamic ones. Where compiling fails (no C++ compiler, an unsupported platform) a
+CNN's max-pool in :mod:`elmo.modules.char_cnn`, a highway layer in :mod:`elmo.modules.highway`, compiled with its
+backward): the same arithmetic, with each step's or block's elementwise passes fused into a few kernels. Each
+function compiles once per process, with static shapes (a new shape compiles anew) unless the caller asks for
+dynamic ones. Where compiling fails (no C++ compiler, an unsupported platform) a
 warning says what failed, and the whole process keeps to the eager code from then on.
 """
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
+from elmo.modules.compiled import compile_available, run_compiled
 from elmo.modules.threads import gemm_threads
+
+_WHAT = "the highway layers"  # for the warning when compiling fails
 
 
 class Highway(nn.Module):
@@ -23,10 +27,30 @@ class Highway(nn.Module):
         for gate in self.carry:
             nn.init.constant_(gate.bias, -2.0)  # bilm-tf init: start close to the identity
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, compiled: bool = False) -> torch.Tensor:
+        """``compiled`` (training's ``compile``): with gradients, each layer, forward and backward, through
+        ``torch.compile`` (:func:`highway_layer`, one compilation for any number of tokens), which fuses the gating's
+        half-dozen elementwise passes over the (N, dim) activations and their gradients into a few kernels."""
         for carry, transform in zip(self.carry, self.transform):
-            with gemm_threads(x.numel() * carry.out_features):
-                gate, candidate = carry(x), transform(x)
-            gate = torch.sigmoid(gate)
-            x = gate * torch.relu(candidate) + (1.0 - gate) * x
+            y = None
+            if compiled and compile_available() and torch.is_grad_enabled():  # training: evaluation stays eager
+                y = run_compiled(highway_layer, _WHAT, x, carry.weight, carry.bias, transform.weight, transform.bias,
+                                 dynamic=True)
+            if y is None:
+                with gemm_threads(x.numel() * carry.out_features):
+                    gate, candidate = carry(x), transform(x)
+                y = _gated(gate, candidate, x)
+            x = y
         return x
+
+
+def highway_layer(x: torch.Tensor, w_carry: torch.Tensor, b_carry: torch.Tensor, w_transform: torch.Tensor,
+                  b_transform: torch.Tensor) -> torch.Tensor:
+    """One highway layer as a pure function, for ``torch.compile``: x (N, dim) -> (N, dim)."""
+    return _gated(F.linear(x, w_carry, b_carry), F.linear(x, w_transform, b_transform), x)
+
+
+def _gated(gate: torch.Tensor, candidate: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """g * relu(candidate) + (1 - g) * x with g = sigmoid(gate): the carry gate mixes the layer's input back in."""
+    gate = torch.sigmoid(gate)
+    return gate * torch.relu(candidate) + (1.0 - gate) * x
