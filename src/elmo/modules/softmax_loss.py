@@ -220,12 +220,15 @@ class FusedSoftmaxLoss(torch.autograd.Function):
         for d_hidden, dtype in zip(d_hiddens, ctx.hidden_dtypes):
             inputs += [(d_hidden * grad).to(dtype)] + [None] * (ctx.fields - 1)
         if isinstance(d_weight, list):  # scale the sampled rows (a few thousand), not the (V, P) sum
-            ids = torch.cat([ids for ids, _ in d_weight])  # (R,)
-            rows = torch.cat([rows for _, rows in d_weight]).mul_(grad)  # (R, P)
+            pieces = d_weight
             if ctx.sparse:
+                ids = torch.cat([ids for ids, _ in pieces])  # (R,)
+                rows = torch.cat([rows for _, rows in pieces]).mul_(grad)  # (R, P)
                 d_weight = torch.sparse_coo_tensor(ids.unsqueeze(0), rows, ctx.weight_shape, check_invariants=False)
-            else:
-                d_weight = d_bias.new_zeros(ctx.weight_shape).index_add_(0, ids, rows)
+            else:  # each piece added where it is: no concatenated copy
+                d_weight = d_bias.new_zeros(ctx.weight_shape)
+                for ids, rows in pieces:
+                    d_weight.index_add_(0, ids, rows.mul_(grad))
         else:
             d_weight.mul_(grad)
         return d_weight, d_bias.mul_(grad), None, None, None, None, None, *inputs
