@@ -38,8 +38,8 @@ def gradient_norm(parameters: Iterable[torch.Tensor]) -> torch.Tensor:
     """Global L2 norm of the parameters' gradients, float32 (0-d): what ``clip_grad_norm_`` returns.
 
     Sparse gradients (the softmax weight's, :class:`~elmo.modules.softmax.Softmax` ``sparse``) are coalesced in
-    place first (a row that is a negative and a target, or comes from several micro-batches, is listed repeatedly),
-    as the update needs them.
+    place first, as the update needs them: one backward hands them over coalesced, but gradients accumulated over
+    micro-batches list a word once per micro-batch.
     """
     norms = []
     for p in parameters:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from elmo.modules.lstm import LstmCellWithProjection, LstmStack, StackedWeights, run_stacks_in_lockstep
+from elmo.modules.lstm import InputGates, LstmCellWithProjection, LstmStack, StackedWeights, run_stacks_in_lockstep
 from elmo.modules.lstm_bptt import LstmWindow
 
 
@@ -104,6 +104,24 @@ def test_stacked_weights_cast_once_and_hand_back_gradients_in_each_weights_dtype
         assert weight.grad.dtype == torch.float32 and torch.equal(weight.grad, upstream[g].float())
     storages = {w.grad.untyped_storage().data_ptr() for w in weights}
     assert len(storages) == 2  # each gradient owns its memory (autograd keeps it as .grad without a copy)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_input_gates_match_autograd_and_hand_back_the_weights_layout(bf16):
+    torch.manual_seed(0)
+    dtype = torch.float32 if bf16 else torch.float64
+    x = torch.randn(2, 9, 5, dtype=dtype, requires_grad=True)  # (G, N, in)
+    weight = torch.randn(2, 8, 5, dtype=dtype, requires_grad=True)  # (G, 4C, in)
+    bias = torch.randn(2, 1, 8, dtype=dtype, requires_grad=True)
+    upstream = torch.randn(2, 9, 8, dtype=dtype)
+    results = []
+    for run in (InputGates.apply, lambda x, w, b: torch.baddbmm(b, x, w.transpose(1, 2))):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = run(x, weight.to(torch.bfloat16) if bf16 else weight, bias)
+        results.append((out, *torch.autograd.grad(out, [x, weight, bias], upstream.to(out.dtype))))
+    for ours, autograd in zip(*results):
+        assert ours.dtype == autograd.dtype and torch.equal(ours, autograd)  # the same GEMMs, the same sums
+    assert results[0][2].is_contiguous()  # the weight's gradient, in the weight's layout
 
 
 def test_bf16_window_gradients_are_close_to_float32():

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from elmo.modules.softmax import LogUniformSampler, Softmax
+from elmo.modules.softmax import LogUniformSampler, Softmax, _first_occurrences
 
 
 def test_sampled_equals_full_when_every_word_is_sampled():
@@ -41,6 +41,15 @@ def test_sampler_draws_distinct_ids_with_tf_expected_counts():
     p = (math.log(3) - math.log(2)) / math.log(1001)  # P(id 1)
     got = sampler.expected_count(torch.tensor([1]), tries)
     assert abs(got.item() - (1 - (1 - p) ** tries)) < 1e-6
+
+
+def test_first_occurrences_marks_each_ids_first_index():
+    ids = torch.randint(0, 50, (300,), generator=torch.Generator().manual_seed(3))
+    seen, want = set(), []
+    for i in ids.tolist():
+        want.append(i not in seen)
+        seen.add(i)
+    assert _first_occurrences(ids, 50).tolist() == want
 
 
 def test_sampler_follows_the_log_uniform_distribution():

@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from elmo.modules.softmax import Softmax
-from elmo.modules.softmax_loss import accidental_hits, fused_loss
+from elmo.modules.softmax_loss import accidental_hits, fused_loss, summed_rows
 
 
 def _case(dtype=torch.float64, rows=37, vocab=50, dim=8):
@@ -110,8 +110,9 @@ def test_fused_sampled_loss_equals_tf_sampled_softmax_with_its_gradients(block_r
 
 
 def test_sparse_weight_gradient_holds_the_dense_one():
-    """Softmax(sparse=True): the weight gradient lists the touched rows (negatives of both parts and targets, some
-    rows several times); summed, it is the dense gradient, and the rest of the gradients are unchanged."""
+    """Softmax(sparse=True): the weight gradient holds the touched rows (negatives of both parts and targets, some
+    words several times over), each word once with its summed rows; it is the dense gradient, and the rest of the
+    gradients are unchanged."""
     softmax, hidden, targets = _case()
     other = torch.randn(23, hidden.shape[1], dtype=hidden.dtype, requires_grad=True)
     negatives = [torch.randperm(50)[:20], torch.randperm(50)[:15]]
@@ -124,18 +125,29 @@ def test_sparse_weight_gradient_holds_the_dense_one():
         loss, _ = softmax.sampled_losses(parts)
         grads[sparse] = torch.autograd.grad(loss * 3.5, [softmax.weight, softmax.bias, hidden, other])
     dense, sparse = grads[False], grads[True]
-    assert sparse[0].is_sparse and not sparse[0].is_coalesced()
-    assert sparse[0]._nnz() == 20 + 15 + 37 + 23  # every negative and target, before coalescing
+    assert sparse[0].is_sparse and sparse[0].is_coalesced()  # one row per word, as the update needs them
+    touched = torch.cat([negatives[0], negatives[1], targets]).unique()
+    assert torch.equal(sparse[0].indices()[0], touched)
     torch.testing.assert_close(sparse[0].to_dense(), dense[0], rtol=1e-12, atol=1e-12)
     for a, b in zip(sparse[1:], dense[1:]):
         assert torch.equal(a, b)
+
+
+def test_summed_rows_is_coalesce_of_the_concatenated_rows():
+    torch.manual_seed(0)
+    pieces = [(torch.randint(0, 40, (n,)), torch.randn(n, 3, dtype=torch.float64)) for n in (25, 0, 60)]
+    got = summed_rows(pieces, torch.Size((40, 3)), torch.tensor(0.5, dtype=torch.float64))
+    ids, rows = torch.cat([i for i, _ in pieces]), torch.cat([r for _, r in pieces])
+    want = torch.sparse_coo_tensor(ids.unsqueeze(0), rows * 0.5, (40, 3), check_invariants=True).coalesce()
+    assert got.is_coalesced() and torch.equal(got.indices(), want.indices())
+    torch.testing.assert_close(got.values(), want.values(), rtol=1e-15, atol=1e-15)
 
 
 def test_accidental_hits_are_the_pairs_where_a_target_was_sampled():
     torch.manual_seed(0)
     targets = torch.randint(0, 300, (1000,))
     sampled = torch.randperm(300)[:120]  # distinct, as the sampler draws them
-    rows, columns = accidental_hits(targets, sampled)
+    rows, columns = accidental_hits(targets, sampled, 300)
     expected = (targets.unsqueeze(1) == sampled.unsqueeze(0)).nonzero()  # (hits, 2), in row order
     assert torch.equal(rows, expected[:, 0]) and torch.equal(columns, expected[:, 1])
     assert 300 < rows.numel() < 500

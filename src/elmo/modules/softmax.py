@@ -156,7 +156,7 @@ class LogUniformSampler:
         have, tries = 0, 0
         while have < self.num_sampled:
             draws = self._draw(2 * (self.num_sampled - have) + 16, generator)
-            first = _first_occurrences(draws) & ~seen[draws]
+            first = _first_occurrences(draws, self.vocab_size) & ~seen[draws]
             positions = first.nonzero().squeeze(1)
             need = self.num_sampled - have
             if positions.numel() >= need:
@@ -176,12 +176,10 @@ class LogUniformSampler:
         return ids.clamp_(0, self.vocab_size - 1)
 
 
-def _first_occurrences(x: torch.Tensor) -> torch.Tensor:
-    """(n,) bool: True where x[i] does not occur in x[:i]."""
-    order = torch.argsort(x, stable=True)
-    sorted_x = x[order]
-    is_first_sorted = torch.ones_like(sorted_x, dtype=torch.bool)
-    is_first_sorted[1:] = sorted_x[1:] != sorted_x[:-1]
-    out = torch.empty_like(is_first_sorted)
-    out[order] = is_first_sorted
-    return out
+def _first_occurrences(x: torch.Tensor, size: int) -> torch.Tensor:
+    """(n,) bool: True where x[i] does not occur in x[:i], for ids in [0, size): each id's first index from one
+    scatter into a table of ``size`` slots (a stable sort of x took ten times as long on CPU)."""
+    positions = torch.arange(x.shape[0], device=x.device)
+    first = torch.full((size,), x.shape[0], dtype=torch.long, device=x.device)
+    first.scatter_reduce_(0, x, positions, "amin")
+    return first[x] == positions
