@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from elmo.optimizer import clipped_step, gradient_norm, make_optimizer
+from elmo.optimizer import clipped_step, coalesced, gradient_norm, make_optimizer
 from elmo.train_config import TrainConfig
 
 
@@ -96,3 +96,15 @@ def test_sparse_gradients_need_adagrad():
     model.loss(torch.tensor([1, 2, 2]), 1.0).backward()
     with pytest.raises(ValueError, match="sparse gradients need Adagrad, not Adam"):
         clipped_step(opt, gradient_norm(model.parameters()), 1.0)
+
+
+def test_coalesced_skips_the_sort_only_for_strictly_increasing_rows():
+    values = torch.arange(12.0).view(4, 3)
+    ordered = torch.sparse_coo_tensor(torch.tensor([[1, 4, 5, 9]]), values, (10, 3))  # autograd's: flag dropped
+    assert not ordered.is_coalesced()
+    fast = coalesced(ordered)
+    assert fast.is_coalesced() and fast._values().data_ptr() == ordered._values().data_ptr()  # no copy, no sort
+    for rows in ([4, 1, 5, 9], [1, 4, 4, 9]):  # out of order, a repeated row
+        grad = torch.sparse_coo_tensor(torch.tensor([rows]), values, (10, 3))
+        got, want = coalesced(grad), grad.coalesce()
+        assert got.is_coalesced() and torch.equal(got.to_dense(), want.to_dense())

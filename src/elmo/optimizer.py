@@ -46,10 +46,22 @@ def gradient_norm(parameters: Iterable[torch.Tensor]) -> torch.Tensor:
         if p.grad is None:
             continue
         if p.grad.is_sparse:
-            p.grad = p.grad.coalesce()
+            p.grad = coalesced(p.grad)
         grad = p.grad.values() if p.grad.is_sparse else p.grad
         norms.append(torch.linalg.vector_norm(grad, dtype=torch.float32))
     return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+
+
+def coalesced(grad: torch.Tensor) -> torch.Tensor:
+    """``grad.coalesce()`` of a sparse (V, P) gradient, without its sort when the row ids are already strictly
+    increasing: the fused softmax loss hands its gradient over coalesced, but autograd drops the flag when it keeps
+    the gradient as ``.grad``."""
+    if grad.is_coalesced():
+        return grad
+    rows = grad._indices()
+    if rows.shape[0] == 1 and bool((rows[0, 1:] > rows[0, :-1]).all()):
+        return torch.sparse_coo_tensor(rows, grad._values(), grad.shape, is_coalesced=True, check_invariants=False)
+    return grad.coalesce()
 
 
 @torch.no_grad()
@@ -104,11 +116,12 @@ def sparse_adagrad_update(param: torch.Tensor, grad: torch.Tensor, state: dict, 
     their weights), so the two differ only in float rounding, and checkpoints of either load into the other."""
     if group["weight_decay"] or group["lr_decay"] or group["maximize"]:
         raise ValueError("the sparse Adagrad update supports neither weight_decay, lr_decay nor maximize")
-    grad = grad.coalesce()
+    grad = coalesced(grad)
     rows, values = grad.indices()[0], grad.values()  # (R,), (R, P)
     if scale != 1.0:
         values = values * scale
     state["step"] += 1
     state["sum"].index_add_(0, rows, values * values)
     std = state["sum"].index_select(0, rows).sqrt_().add_(group["eps"])
-    param.index_add_(0, rows, values / std, alpha=-group["lr"])
+    # lr folded into the rows: index_add_ with alpha != 1 took 7 times as long on CPU
+    param.index_add_(0, rows, values.div(std).mul_(-group["lr"]))
