@@ -146,7 +146,7 @@ def softmax_block(logits, bias, true_logits, targets, scale: float):
 def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, columns) where a row's target (N,) is among the distinct ``sampled`` ids (S,), rows ascending: one
     lookup per row in a table of each word's column (V slots), instead of comparing the (N, S) matrix of all pairs
-    (or sorting the S ids, which takes twenty times as long on CPU)."""
+    (or sorting the S ids, which took ten times as long on CPU)."""
     column = torch.full((vocab_size,), -1, dtype=torch.long, device=sampled.device)
     column[sampled] = torch.arange(sampled.shape[0], device=sampled.device)
     hit = column[targets]  # (N,): the target's column among the candidates, or -1
