@@ -221,6 +221,22 @@ def test_compiled_loops_without_projection_match_the_eager_ones():
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
 
 
+def test_the_eager_backward_can_follow_the_compiled_forward(monkeypatch):
+    """Both loops save and read the same per-step tensors, so a compile failure between the forward and the backward
+    (``run_compiled`` returns None) lets the eager backward take over."""
+    from elmo.modules import compiled as compiled_module, lstm_bptt
+
+    inputs, constants = _window_case(torch.float64)
+    eager = _window_values_and_gradients(inputs, constants, None, compiled=False)
+    compile_and_run = lstm_bptt.run_compiled
+    monkeypatch.setattr(lstm_bptt, "run_compiled", lambda function, *args: (
+        None if function is lstm_bptt.backward_steps else compile_and_run(function, *args)))
+    mixed = _window_values_and_gradients(inputs, constants, None, compiled=True)
+    assert compiled_module.compiled(lstm_bptt.forward_steps)
+    for a, b in zip(eager, mixed):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
+
+
 def test_a_failing_compile_falls_back_to_the_eager_loops_with_a_warning(monkeypatch, caplog):
     from elmo.modules import compiled as compiled_module
 

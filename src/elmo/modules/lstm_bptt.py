@@ -66,10 +66,10 @@ class LstmWindow(torch.autograd.Function):
         ctx.compiled = saved is not None
         if saved is not None:
             acts, c_seq, c_pre, tanh_c, h_seq, p_pre, hidden = saved
-            ctx.save_for_backward(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state_mm, w_proj_mm,
-                                  hidden if w_proj is not None else None)
+            _save(ctx, (acts, c_seq, c_pre, tanh_c), h_seq, p_pre, w_state_mm, w_proj_mm,
+                  hidden if w_proj is not None else None)
             outputs = h_seq[:, 1:].to(c0.dtype, copy=True) if w_proj is not None else hidden
-            return outputs, outputs[:, -1].clone(), c_seq[:, -1].clone()
+            return outputs, outputs[:, -1].clone(), c_seq[-1].clone()
         groups, time, batch, four_c = x_gates.shape
         cells, acc = four_c // 4, c0.dtype
         acts = x_gates.to(acc, copy=True)  # (G, T, B, 4C): pre-activations, turned into activations step by step
@@ -121,37 +121,38 @@ class LstmWindow(torch.autograd.Function):
             else:
                 torch.bmm(hidden_t[t], w_proj_t, out=p_pre_t[t])
                 torch.clamp(p_pre_t[t], -proj_clip, proj_clip, out=h_t[t + 1])
-        ctx.save_for_backward(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state_mm, w_proj_mm,
-                              hidden if w_proj is not None else None)
+        _save(ctx, (gates_t, c_t, c_pre_t, tanh_t), h_seq, p_pre, w_state_mm, w_proj_mm,
+              hidden if w_proj is not None else None)
         outputs = h_seq[:, 1:].to(acc, copy=True) if w_proj is not None else hidden.clone()
         return outputs, outputs[:, -1].clone(), c_seq[:, time].clone()
 
     @staticmethod
     def backward(ctx, d_outputs, d_h_last, d_c_last):
-        acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, hidden = ctx.saved_tensors
+        (acts, c_seq, c_pre, tanh_c), (h_seq, p_pre, w_state, w_proj, hidden) = _saved(ctx)
         cell_clip, proj_clip = ctx.clips
-        groups, time, batch, four_c = acts.shape
-        cells, acc, mm = four_c // 4, acts.dtype, h_seq.dtype
+        time, (groups, batch, four_c) = len(acts), acts[0].shape
+        cells, acc = four_c // 4, acts[0].dtype
         if ctx.compiled and compile_available():
             result = run_compiled(backward_steps, _WHAT, acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj,
                                    cell_clip, proj_clip, d_outputs, d_h_last, d_c_last)
             if result is not None:
                 return _weight_gradients(ctx, *result, h_seq, hidden, w_proj)
         # d_gates (G, T, B, 4C): gradient of the pre-activations, computed in float32 and stored in the GEMM dtype
-        # (the GEMMs are its only readers)
-        d_gates = acts.new_empty(acts.shape, dtype=mm)
+        # (h_seq's; the GEMMs are its only readers)
+        d_gates = h_seq.new_empty(groups, time, batch, four_c)
         # gradient of the projection's output before its clip
         d_proj_in = None if w_proj is None else h_seq.new_empty(groups, time, batch, h_seq.shape[-1])
-        d_h = d_h_last.clone() if d_h_last is not None else acts.new_zeros(groups, batch, h_seq.shape[-1])
-        d_c = d_c_last.clone() if d_c_last is not None else acts.new_zeros(groups, batch, cells)
+        d_h = d_h_last.clone() if d_h_last is not None else c_seq[0].new_zeros(groups, batch, h_seq.shape[-1])
+        d_c = d_c_last.clone() if d_c_last is not None else c_seq[0].new_zeros(groups, batch, cells)
         if d_outputs is not None:
             d_h += d_outputs[:, time - 1]
-        g = acts.new_empty(groups, batch, four_c)  # one step's gate gradients in float32, then one cast
+        g = acts[0].new_empty(groups, batch, four_c)  # one step's gate gradients in float32, then one cast
         g_i, g_j, g_f, g_o = g.split(cells, dim=2)
         g_fo = g[..., 2 * cells :]
-        d_tanh_c = acts.new_empty(groups, batch, cells)
-        gates_t, fo_t, c_t, c_pre_t, tanh_t, h_t, d_gates_t = (
-            x.unbind(1) for x in (acts, acts[..., 2 * cells :], c_seq, c_pre, tanh_c, h_seq, d_gates))
+        d_tanh_c = c_seq[0].new_empty(groups, batch, cells)
+        gates_t, c_t, c_pre_t, tanh_t = acts, c_seq, c_pre, tanh_c
+        fo_t = [gates[..., 2 * cells :] for gates in acts]
+        h_t, d_gates_t = h_seq.unbind(1), d_gates.unbind(1)
         p_pre_t = p_pre.unbind(1) if p_pre is not None else None
         d_proj_in_t = d_proj_in.unbind(1) if d_proj_in is not None else None
         for t in range(time - 1, -1, -1):
@@ -183,6 +184,23 @@ class LstmWindow(torch.autograd.Function):
         return _weight_gradients(ctx, d_gates, d_h, d_c, d_proj_in, h_seq, hidden, w_proj)
 
 
+def _save(ctx, per_step, *rest):
+    """save_for_backward of the per-step lists (acts, c_0 .. c_T, c_pre, tanh_c: T or T + 1 tensors (G, B, .) each,
+    kept as the step loop made them: stacking them would copy the window's largest activations once more) and of
+    the window-wide tensors ``rest``."""
+    ctx.list_lengths = [len(steps) for steps in per_step]
+    ctx.save_for_backward(*(x for steps in per_step for x in steps), *rest)
+
+
+def _saved(ctx):
+    """What :func:`_save` saved: (the per-step lists, the rest)."""
+    saved, lists = ctx.saved_tensors, []
+    for n in ctx.list_lengths:
+        lists.append(list(saved[:n]))
+        saved = saved[n:]
+    return lists, saved
+
+
 def _weight_gradients(ctx, d_gates, d_h, d_c, d_proj_in, h_seq, hidden, w_proj):
     """LstmWindow.backward's return: both weight gradients as one GEMM each over all T steps."""
     x_dtype, w_dtype = ctx.dtypes
@@ -203,8 +221,9 @@ def _weight_gradients(ctx, d_gates, d_h, d_c, d_proj_in, h_seq, hidden, w_proj):
 
 def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj_clip):
     """(x_gates (G, T, B, 4C), h0, c0, w_state (G, 4C, P), w_proj (G, P, C) or None, in the GEMM dtype) ->
-    (acts, c_seq, c_pre, tanh_c, h_seq, p_pre, hidden) as :class:`LstmWindow` saves them; ``hidden`` (G, T, B, C)
-    is o * tanh(c), in the GEMM dtype with a projection, else in float32 (then it is the output)."""
+    (acts, c_seq, c_pre, tanh_c, h_seq, p_pre, hidden) as :class:`LstmWindow` saves them: the first four as lists of
+    per-step (G, B, .) tensors (T + 1 cells c_0 .. c_T, T of the others); ``hidden`` (G, T, B, C) is o * tanh(c), in
+    the GEMM dtype with a projection, else in float32 (then it is the output)."""
     acc, mm = c0.dtype, w_state.dtype
     time, cells = x_gates.shape[1], x_gates.shape[-1] // 4
     x = x_gates.to(acc)
@@ -230,10 +249,8 @@ def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj
         acts.append(torch.cat([i, j, f, o], dim=2))
         for saved, value in ((c_pres, c_pre), (cs, c), (tanhs, tanh_c), (hiddens, hidden), (hs, h)):
             saved.append(value)
-    c_seq = torch.stack(cs, dim=1)
-    c_pre = c_seq[:, 1:] if cell_clip is None else torch.stack(c_pres, dim=1)
     p_pre = torch.stack(p_pres, dim=1) if w_proj is not None and proj_clip is not None else None
-    return (torch.stack(acts, dim=1), c_seq, c_pre, torch.stack(tanhs, dim=1), torch.stack(hs, dim=1), p_pre,
+    return (acts, cs, cs[1:] if cell_clip is None else c_pres, tanhs, torch.stack(hs, dim=1), p_pre,
             torch.stack(hiddens, dim=1))
 
 
@@ -244,13 +261,14 @@ def _tanh_by_sigmoid(x: torch.Tensor) -> torch.Tensor:
 
 def backward_steps(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, cell_clip, proj_clip, d_outputs,
                    d_h_last, d_c_last):
-    """LstmWindow's backward loop as a pure function: (d_gates (G, T, B, 4C) in the GEMM dtype, d_h0, d_c0,
-    d_proj_in (G, T, B, P) in the GEMM dtype or None)."""
-    acc, mm = acts.dtype, h_seq.dtype
-    groups, time, batch, four_c = acts.shape
+    """LstmWindow's backward loop as a pure function (acts, c_seq, c_pre, tanh_c: per-step lists, as
+    :func:`forward_steps` returns them): (d_gates (G, T, B, 4C) in the GEMM dtype, d_h0, d_c0, d_proj_in
+    (G, T, B, P) in the GEMM dtype or None)."""
+    acc, mm = acts[0].dtype, h_seq.dtype
+    time, (groups, batch, four_c) = len(acts), acts[0].shape
     cells = four_c // 4
-    d_h = d_h_last if d_h_last is not None else acts.new_zeros(groups, batch, h_seq.shape[-1])
-    d_c = d_c_last if d_c_last is not None else acts.new_zeros(groups, batch, cells)
+    d_h = d_h_last if d_h_last is not None else acts[0].new_zeros(groups, batch, h_seq.shape[-1])
+    d_c = d_c_last if d_c_last is not None else acts[0].new_zeros(groups, batch, cells)
     if d_outputs is not None:
         d_h = d_h + d_outputs[:, time - 1]
     d_gates, d_pres = [], []
@@ -260,12 +278,12 @@ def backward_steps(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, ce
             d_pre = (d_h if p_pre is None else d_h * (h_seq[:, t + 1] == p_pre[:, t])).to(mm)
             d_pres.append(d_pre)
             d_hidden = torch.bmm(d_pre, w_proj).to(acc)
-        i, j, f, o = acts[:, t].split(cells, dim=2)
-        tanh = tanh_c[:, t]
+        i, j, f, o = acts[t].split(cells, dim=2)
+        tanh = tanh_c[t]
         d_c = d_c + d_hidden * o * (1 - tanh * tanh)
         if cell_clip is not None:  # the clip passed the gradient where it left the value unchanged
-            d_c = d_c * (c_seq[:, t + 1] == c_pre[:, t])
-        g = torch.cat([d_c * j * i * (1 - i), d_c * i * (1 - j * j), d_c * c_seq[:, t] * f * (1 - f),
+            d_c = d_c * (c_seq[t + 1] == c_pre[t])
+        g = torch.cat([d_c * j * i * (1 - i), d_c * i * (1 - j * j), d_c * c_seq[t] * f * (1 - f),
                        d_hidden * tanh * o * (1 - o)], dim=2).to(mm)
         d_gates.append(g)
         d_c = d_c * f
