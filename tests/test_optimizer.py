@@ -100,11 +100,12 @@ def test_sparse_gradients_need_adagrad():
 
 def test_coalesced_skips_the_sort_only_for_strictly_increasing_rows():
     values = torch.arange(12.0).view(4, 3)
-    ordered = torch.sparse_coo_tensor(torch.tensor([[1, 4, 5, 9]]), values, (10, 3))  # autograd's: flag dropped
+    # strictly increasing rows without the coalesced flag, as autograd keeps the softmax loss's gradient
+    ordered = torch.sparse_coo_tensor(torch.tensor([[1, 4, 5, 9]]), values, (10, 3), check_invariants=True)
     assert not ordered.is_coalesced()
     fast = coalesced(ordered)
     assert fast.is_coalesced() and fast._values().data_ptr() == ordered._values().data_ptr()  # no copy, no sort
     for rows in ([4, 1, 5, 9], [1, 4, 4, 9]):  # out of order, a repeated row
-        grad = torch.sparse_coo_tensor(torch.tensor([rows]), values, (10, 3))
+        grad = torch.sparse_coo_tensor(torch.tensor([rows]), values, (10, 3), check_invariants=True)
         got, want = coalesced(grad), grad.coalesce()
         assert got.is_coalesced() and torch.equal(got.to_dense(), want.to_dense())
