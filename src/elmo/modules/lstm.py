@@ -238,7 +238,7 @@ class InputGates(torch.autograd.Function):
     """(inputs (G, N, in), weight (G, 4C, in), bias (G, 1, 4C)) -> inputs weight^T + bias (G, N, 4C): the input half
     of the gates of every step. Its backward computes the weight's gradient as d_out^T inputs, already in the
     weight's (G, 4C, in) layout; autograd's gradient of ``weight.transpose(1, 2)`` comes out transposed, and copying
-    it into a contiguous ``.grad`` took 15 times as long as a plain copy on CPU. The backward runs in the
+    it into a contiguous ``.grad`` took 18 times as long as a plain copy on CPU. The backward runs in the
     output's dtype (autocast's, when the forward ran under it), as autograd's would."""
 
     @staticmethod

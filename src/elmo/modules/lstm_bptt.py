@@ -150,7 +150,6 @@ class LstmWindow(torch.autograd.Function):
         g_i, g_j, g_f, g_o = g.split(cells, dim=2)
         g_fo = g[..., 2 * cells :]
         d_tanh_c = c_seq[0].new_empty(groups, batch, cells)
-        gates_t, c_t, c_pre_t, tanh_t = acts, c_seq, c_pre, tanh_c
         fo_t = [gates[..., 2 * cells :] for gates in acts]
         h_t, d_gates_t = h_seq.unbind(1), d_gates.unbind(1)
         p_pre_t = p_pre.unbind(1) if p_pre is not None else None
@@ -164,16 +163,16 @@ class LstmWindow(torch.autograd.Function):
                 else:
                     d_pre.copy_(d_h)
                 d_hidden = torch.bmm(d_pre, w_proj).to(acc)
-            i, j, f, o = gates_t[t].split(cells, dim=2)
-            torch.mul(d_hidden, tanh_t[t], out=g_o)
+            i, j, f, o = acts[t].split(cells, dim=2)
+            torch.mul(d_hidden, tanh_c[t], out=g_o)
             # through tanh(c_t) and the clip of c_t, plus the gradient carried from step t + 1
-            _tanh_backward.grad_input(torch.mul(d_hidden, o, out=d_tanh_c), tanh_t[t], grad_input=d_tanh_c)
+            _tanh_backward.grad_input(torch.mul(d_hidden, o, out=d_tanh_c), tanh_c[t], grad_input=d_tanh_c)
             d_c += d_tanh_c
             if cell_clip is not None:
-                d_c.mul_(c_t[t + 1] == c_pre_t[t])
+                d_c.mul_(c_seq[t + 1] == c_pre[t])
             torch.mul(d_c, j, out=g_i)
             torch.mul(d_c, i, out=g_j)
-            torch.mul(d_c, c_t[t], out=g_f)
+            torch.mul(d_c, c_seq[t], out=g_f)
             _sigmoid_backward.grad_input(g_i, i, grad_input=g_i)
             _tanh_backward.grad_input(g_j, j, grad_input=g_j)
             _sigmoid_backward.grad_input(g_fo, fo_t[t], grad_input=g_fo)
