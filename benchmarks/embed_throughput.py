@@ -48,8 +48,9 @@ def write_random_model(config_name: str, directory: Path, seed: int = 0) -> Path
     """Random weights (scaled like a trained model's) in the original options.json + weights.hdf5 format."""
     import torch
 
-    from elmo.builders import NAMED_CONFIGS, build_bilm
-    from elmo.model_files import save_bilm
+    from elmo.config import NAMED_CONFIGS
+    from elmo.formats.model_files import save_bilm
+    from elmo.modules.bilm import build_bilm
 
     bilm = build_bilm(NAMED_CONFIGS[config_name]())
     generator = torch.Generator().manual_seed(seed)
@@ -95,8 +96,8 @@ def worker_reference(model: Path, sentences: list[list[str]], repeats: int, save
 
 def worker_ours(model: Path, sentences: list[list[str]], repeats: int, save: Path | None, precision: str,
                 vocab_cache: int) -> dict:
-    from elmo.embed import Embedder
-    from elmo.model_files import load_bilm
+    from elmo.embedding.embedder import Embedder
+    from elmo.formats.model_files import load_bilm
 
     embedder = Embedder(load_bilm(model), precision=precision, device="cpu", vocab_cache=vocab_cache,
                         batch_size=len(sentences), max_tokens_per_batch=1 << 30)

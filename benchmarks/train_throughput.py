@@ -35,12 +35,13 @@ import time
 
 import torch
 
-from elmo.data.batching import LMBatch
-from elmo.lm_files import build_language_model
-from elmo.memory import keep_freed_memory
+from elmo.modules.compiled import set_compile
 from elmo.modules.softmax import head_losses
-from elmo.optimizer import clipped_step, gradient_norm, make_optimizer
-from elmo.train_presets import load_preset
+from elmo.runtime.memory import keep_freed_memory
+from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer
+from elmo.training.presets import load_preset
+from elmo.training.run_files import build_language_model
+from elmo.training.windows import LMBatch
 
 
 def random_batch(batch: int, steps: int, vocab_size: int, width: int, generator: torch.Generator) -> LMBatch:
@@ -115,7 +116,7 @@ class ReferenceStep:
         from simple_elmo_pytorch.models.elmo import _ElmoCharacterEncoder
         from simple_elmo_pytorch.models.elmo_lstm import ElmoLstm
 
-        from elmo.model_files import save_bilm
+        from elmo.formats.model_files import save_bilm
 
         self.dir = tempfile.TemporaryDirectory()
         save_bilm(lm.bilm, self.dir.name)
@@ -128,7 +129,6 @@ class ReferenceStep:
         self.softmax = copy.deepcopy(lm.softmax)  # the same head (a copy): only the biLM differs
         self.sampler = lm.sampler
         self.dropout = copy.deepcopy(lm.output_dropout)  # the same dropout before the head
-        self.compiled = lm.compiled
         params = [*self.encoder.parameters(), *self.lstm.parameters(), *self.softmax.parameters()]
         self.params = [p for p in params if p.requires_grad]
         self.optimizer = make_optimizer(self.params, train)  # the trainer's optimizer and clip, as for ours
@@ -144,7 +144,7 @@ class ReferenceStep:
         hiddens = [self.dropout(top[..., :dim]).reshape(-1, dim), self.dropout(top[..., dim:]).reshape(-1, dim)]
         targets = [batch.forward_targets.reshape(-1), batch.backward_targets.reshape(-1)]
         # the head ours uses, run as ours runs it
-        loss, _ = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compiled)
+        loss, _ = head_losses(self.softmax, self.sampler, hiddens, targets, samples)
         (loss * self.unroll_steps).backward()
         clipped_step(self.optimizer, gradient_norm(self.params), self.clip)  # the trainer's clip and update
 
@@ -158,6 +158,7 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, precision
     compares ours in bf16 with the reference in float32 too)."""
     overrides = {"batch_size": batch_size, "sample_softmax": not full_softmax}
     cfg, train = load_preset(config, overrides)
+    set_compile(train.compile)  # as the trainer does
     torch.manual_seed(0)
     lm = build_language_model(cfg, train, vocab_size).train()
     lm.softmax.sparse = lm.sampler is not None and train.optimizer == "adagrad"  # as `elmo train` in one process
@@ -250,7 +251,8 @@ def main() -> None:
     parser.add_argument("--full-softmax", action="store_true")
     parser.add_argument("--reference", action="store_true", help="also time AllenNLP's biLM (simple-elmo-pytorch)")
     parser.add_argument("--system-malloc", action="store_true",
-                        help="leave glibc's default malloc policy (elmo train applies elmo.memory.keep_freed_memory)")
+                        help="leave glibc's default malloc policy (elmo train applies "
+                        "elmo.runtime.memory.keep_freed_memory)")
     args = parser.parse_args()
     if not args.system_malloc:
         keep_freed_memory()  # as `elmo train` does; the reference runs in this process too, so it gains alike

@@ -30,16 +30,16 @@ matplotlib.use("Agg")  # files only, no display
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
 
-from elmo.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
-from elmo.data import count_words, vocabulary_from_counts  # noqa: E402
 from elmo.errors import ElmoError, InputFileError  # noqa: E402
-from elmo.finetune import finetune  # noqa: E402
-from elmo.lm_files import VOCAB_FILE, export_run  # noqa: E402
+from elmo.runtime.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
 from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
-from elmo.tasks.config import read_task_config  # noqa: E402
 from elmo.tasks.elmo_features import bilm_fingerprint  # noqa: E402
-from elmo.train import TrainSpec  # noqa: E402
-from elmo.train_presets import training_only  # noqa: E402
+from elmo.tasks.task_config import read_task_config  # noqa: E402
+from elmo.training.finetune import finetune  # noqa: E402
+from elmo.training.presets import training_only  # noqa: E402
+from elmo.training.run_files import VOCAB_FILE, export_run  # noqa: E402
+from elmo.training.trainer import TrainSpec  # noqa: E402
+from elmo.training.vocab_counts import count_words, vocabulary_from_counts  # noqa: E402
 
 log = logging.getLogger("experiments")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The biLM that the task experiments build on (docs/training.md, "The corpus biLM"): the `cpu` architecture trained
+# The biLM that the task experiments build on (its run: docs/benchmarks/training.md): the `cpu` architecture trained
 # on ../shared/data/lm (Gutenberg books + Reuters-21578 + BBC News, 32.4M training tokens) for at most 2 hours on
 # this 2-core machine (13,400 steps: 119 minutes on 2 threads), then exported to the original format and
 # scored on each corpus' validation file (Gutenberg's last: its 428k words took 16 minutes on one core).
@@ -19,7 +19,7 @@
 # zeros only at step 0; such a model, started from zeros (stateless embedding, `elmo perplexity`), can fall into a
 # saturated state it never leaves: at step 1500 of the Adagrad run without resets, started from zeros on 200 BBC
 # News validation sentences, 29% of the memory cells ended at the clip and forward perplexity was 1.6e10; started
-# from a training row's carried state, the same model scored 630 (docs/training.md, "The corpus biLM").
+# from a training row's carried state, the same model scored 630 (docs/benchmarks/training.md, the corpus biLM).
 set -euo pipefail
 lm=${1:-../shared/data/lm}
 run=${2:-runs/corpus}
@@ -36,7 +36,7 @@ fi
 [ -f "$run.vocab.txt" ] || "$elmo" vocab "$shards"/'*' -o "$run.vocab.txt" --min-count 3 --max-size 100000
 resume=()
 [ -d "$run/checkpoints" ] && resume=(--resume)
-# One thread: a 2-thread run slows to a crawl whenever anything else wants a core (docs/training.md).
+# One thread: a 2-thread run slows to a crawl whenever anything else wants a core (docs/benchmarks/training.md).
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$elmo" train --config cpu --train "$shards"/'*' \
     --valid "$lm/bbcnews/bbcnews.valid.txt" --vocab "$run.vocab.txt" --out "$run" --max-steps "$max_steps" \
     --state-reset 0.05 --eval-every 1000 --checkpoint-every 250 --no-progress "${resume[@]}"

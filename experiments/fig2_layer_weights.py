@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-
 from _common import markdown_table, parse_args, run, write_table
 
 TASK_NAMES = {"ner": "NER", "sst": "SST-5"}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The PTB language-model benchmark of docs/training.md: vocabulary, training with the `ptb` preset (about 1 hour 45
-# minutes on 2 CPU cores with bf16 units, e.g. AVX512-BF16), export to the original format, full-softmax perplexity
-# of the export (one stream).
+# The PTB recipe of docs/training.md (its runs: docs/benchmarks/training.md): vocabulary, training with the `ptb`
+# preset (about 1 hour 45 minutes on 2 CPU cores with bf16 units, e.g. AVX512-BF16), export to the original format,
+# full-softmax perplexity of the export (one stream).
 # Usage: experiments/ptb.sh [PTB_DIR] [RUN_DIR]   (defaults: ../shared/data/lm/ptb, runs/ptb)
 # Resumable: after an interruption, rerun the same command and training continues from its newest checkpoint.
 set -euo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every table and figure of docs/tasks.md. Usage: experiments/run_all.sh BILM_DIR LM_TRAIN.txt [--quick] [--device cuda]
+# Every table and figure of docs/benchmarks/tasks.md.
+# Usage: experiments/run_all.sh BILM_DIR LM_TRAIN.txt [--quick] [--device cuda]
 # Runs are resumable: rerun the same command after an interruption and finished runs are reused.
 set -euo pipefail
 bilm=$1; corpus=$2; shift 2

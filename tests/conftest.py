@@ -13,8 +13,9 @@ import pytest
 import torch
 from hypothesis import settings
 
-from elmo.builders import build_bilm
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
+from elmo.modules.bilm import build_bilm
+from elmo.modules.compiled import set_compile
 
 # Property tests draw the same examples every run (a red CI must mean a regression, not an unlucky draw);
 # HYPOTHESIS_PROFILE=explore draws new, and more, examples to hunt for bugs.
@@ -30,6 +31,13 @@ FIXTURE = SHARED / "reference" / "bilm-tf-fixture"
 def _seed() -> None:
     torch.manual_seed(0)
     np.random.seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _compile_off():
+    """A trainer turns compiling on for its whole process; tests share one process, so each starts with it off."""
+    yield
+    set_compile(False)
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +68,7 @@ LM_WORDS = "the a cat dog sat ran on under mat tree big small , . and then it wa
 
 def write_lm_corpus(root: Path) -> dict[str, Path]:
     """A small random-sentence training corpus, held-out file and vocabulary (15 words: some are <UNK>)."""
-    from elmo.data import count_words, vocabulary_from_counts
+    from elmo.training.vocab_counts import count_words, vocabulary_from_counts
 
     rng = random.Random(0)
     for name, n in (("train.txt", 300), ("valid.txt", 20)):

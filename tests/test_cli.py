@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from elmo.cli import main as cli_main
-from elmo.model_files import save_bilm
+from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm
 
 LINES = ["The bank raised rates .", "", "He sat on the river bank ."]
@@ -53,16 +53,6 @@ def test_sentence_keys_and_forget_sentences(tmp_path, text_file, model_dir):
     assert sorted(keyed) == ["a b", "c d e"]
 
 
-def test_invalid_utf8_line_is_named(tmp_path, model_dir, capsys):
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"fine line\nstill fine\nbroken \xff here\n")
-    out = tmp_path / "out.hdf5"
-    assert cli_main(["embed", str(bad), str(out), "--top", "--model", str(model_dir)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("elmo: error:") and "bad.txt, line 3: not valid UTF-8" in err and "\n" not in err
-    assert not out.exists() and not list(tmp_path.glob(".out.hdf5*"))  # no partial output left behind
-
-
 def test_missing_input_and_model_errors(tmp_path, model_dir, capsys):
     assert cli_main(["embed", str(tmp_path / "nope.txt"), str(tmp_path / "o.hdf5"), "--top", "--model",
                      str(model_dir)]) == 1
@@ -84,3 +74,18 @@ def test_mismatched_options_error_without_traceback(tmp_path, text_file, fixture
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "dataset 'CNN_proj/W_proj' has shape (124, 16), the options expect (124, 32)" in result.stderr
+
+
+def test_training_flags_and_their_defaults_come_from_train_config(capsys):
+    from elmo.settings import flag_of, settings_of
+    from elmo.training.train_config import TrainConfig
+
+    with pytest.raises(SystemExit):
+        cli_main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for field in settings_of(TrainConfig):
+        assert flag_of(TrainConfig, field.name) in text
+    negatives = TrainConfig.n_negative_samples_batch
+    assert f"--negatives NEGATIVES sampled-softmax negatives per batch (default: the preset's " \
+        f"n_negative_samples_batch, else {negatives})" in text
+    assert "--variational-dropout" not in text and "--average-last" not in text

@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from elmo.builders import medium_config, original_config, small_config
-from elmo.config import BiLMConfig
+from elmo.config import BiLMConfig, medium_config, original_config, small_config
 from elmo.errors import ConfigError
 
 

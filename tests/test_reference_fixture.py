@@ -12,7 +12,7 @@ import torch
 
 from elmo import StatefulBiLM, Vocabulary, batch_to_ids, batch_to_token_ids, load_bilm
 from elmo.cli import main as cli_main
-from elmo.token_embeddings import dump_token_embeddings
+from elmo.embedding.token_table import dump_token_embeddings
 
 ATOL = 1e-6
 

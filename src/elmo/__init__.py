@@ -6,14 +6,16 @@
     out.representations[0]  # (1, 3, 2P)
 """
 
-from elmo.builders import build_bilm
 from elmo.char_encoding import batch_to_ids, word_to_char_ids
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
-from elmo.embed import Embedder
+from elmo.embedding.embed_options import EmbedOptions, OutputOptions
+from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, ElmoError, InputFileError, WeightFileError
-from elmo.hdf5_weights import load_hdf5_weights, save_hdf5_weights
-from elmo.model_files import load_bilm, read_options, save_bilm
+from elmo.formats.hdf5 import load_hdf5_weights, save_hdf5_weights
+from elmo.formats.model_files import load_bilm, read_options, save_bilm
 from elmo.modules import BiLM, Elmo, ScalarMix, StatefulBiLM
+from elmo.modules.bilm import build_bilm
+from elmo.precision import Precision
 from elmo.vocab import Vocabulary, batch_to_token_ids
 
 __all__ = [
@@ -23,9 +25,12 @@ __all__ = [
     "ConfigError",
     "Elmo",
     "ElmoError",
+    "EmbedOptions",
     "Embedder",
     "InputFileError",
     "LSTMConfig",
+    "OutputOptions",
+    "Precision",
     "ScalarMix",
     "StatefulBiLM",
     "Vocabulary",

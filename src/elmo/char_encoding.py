@@ -18,7 +18,7 @@ A batch is a (batch, time, chars) LongTensor::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -56,6 +56,15 @@ def word_to_char_ids(word: str, max_characters_per_token: int = MAX_CHARACTERS_P
     return np.frombuffer(_cached_char_ids(word, max_characters_per_token), dtype=np.int16).astype(np.int64)
 
 
+def shifted_char_ids(words: Iterable[str], max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> np.ndarray:
+    """Model-input character ids of N words, shape (N, max_characters_per_token), values 1..261.
+
+    The +1 shift leaves 0 free to mean "no token here" (padding and mask), as every inference model expects.
+    """
+    raw = b"".join(_cached_char_ids(word, max_characters_per_token) for word in words)
+    return np.frombuffer(raw, dtype=np.int16).reshape(-1, max_characters_per_token).astype(np.int64) + 1
+
+
 def batch_to_ids(
     sentences: Sequence[Sequence[str]],
     max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
@@ -77,7 +86,5 @@ def batch_to_ids(
     max_len = max((len(s) for s in sentences), default=0)
     out = np.zeros((len(sentences), max_len, max_characters_per_token), dtype=np.int64)
     for b, sentence in enumerate(sentences):
-        for t, token in enumerate(sentence):
-            out[b, t] = np.frombuffer(_cached_char_ids(token, max_characters_per_token), dtype=np.int16)
-        out[b, : len(sentence)] += 1  # the +1 shift, only where a token exists (byte 0 is a real id)
+        out[b, : len(sentence)] = shifted_char_ids(sentence, max_characters_per_token)  # padding rows stay 0
     return torch.from_numpy(out)

@@ -54,9 +54,11 @@ class CharCNNConfig:
     embedding_dim: int = 16
     """Size of each character embedding (``char_cnn.embedding.dim``)."""
     n_highway: int = 2
+    """Highway layers between the max-pooled filters and the projection."""
     activation: str = "relu"
     """Non-linearity after max-pooling: ``relu`` or ``tanh``."""
     max_characters_per_token: int = 50
+    """Characters per token, begin/end-of-word markers included; longer words are cut (bilm-tf's 50)."""
     n_characters: int = N_CHARACTERS_INFERENCE
     """262 at inference (id 0 pads), 261 in files written for the original trainer."""
 
@@ -93,7 +95,9 @@ class LSTMConfig:
     """Output (and token-layer) size; equal to ``dim`` means no projection."""
     n_layers: int = 2
     cell_clip: float | None = 3.0
+    """Memory cells are clipped to [-cell_clip, cell_clip] after every step (None: no clip)."""
     proj_clip: float | None = 3.0
+    """The same for the projected output."""
     use_skip_connections: bool = True
     """Residual connection around every layer but the first."""
 
@@ -223,3 +227,34 @@ def _plain_number(value: float | None) -> float | int | None:
     if value is not None and float(value).is_integer():
         return int(value)
     return value
+
+
+# ------------------------------------------------------------------ named sizes
+# The published English models (allennlp.org/elmo) differ only in these numbers; all use the 2048-filter char CNN.
+
+FILTERS_2048 = [(1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)]
+
+
+def _config(dim: int, projection_dim: int, n_highway: int) -> BiLMConfig:
+    return BiLMConfig(
+        lstm=LSTMConfig(dim=dim, projection_dim=projection_dim, n_layers=2),
+        char_cnn=CharCNNConfig(filters=list(FILTERS_2048), embedding_dim=16, n_highway=n_highway),
+    )
+
+
+def original_config() -> BiLMConfig:
+    """2x4096_512_2048cnn_2xhighway: the paper's model (93.6M parameters)."""
+    return _config(4096, 512, 2)
+
+
+def medium_config() -> BiLMConfig:
+    """2x2048_256_2048cnn_1xhighway (28.0M parameters)."""
+    return _config(2048, 256, 1)
+
+
+def small_config() -> BiLMConfig:
+    """2x1024_128_2048cnn_1xhighway (13.6M parameters)."""
+    return _config(1024, 128, 1)
+
+
+NAMED_CONFIGS = {"original": original_config, "medium": medium_config, "small": small_config}

@@ -58,7 +58,7 @@ class Vocabulary:
         return vocab
 
     def save(self, path: str | os.PathLike) -> None:
-        from elmo.atomic_files import write_text_atomic
+        from elmo.runtime.atomic_files import write_text_atomic
 
         write_text_atomic(path, "".join(f"{w}\n" for w in self.words))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from elmo.model_files import save_bilm
+from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm, tiny_config, write_lm_corpus
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from elmo.char_encoding import batch_to_ids
-from elmo.embed import Embedder
+from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
-from elmo.model_files import load_bilm
+from elmo.formats.model_files import load_bilm
 from tests.faults.conftest import assert_one_line_error, elmo, train_args
 
 LINE_BYTES = st.binary(max_size=30).filter(lambda b: b"\n" not in b)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from elmo.checkpoint import latest_checkpoint
-from elmo.model_files import save_bilm
+from elmo.formats.checkpoints import latest_checkpoint
+from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm, tiny_config
 from tests.faults.conftest import assert_one_line_error, elmo, train_args
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from elmo.checkpoint import checkpoint_dirs, latest_checkpoint
+from elmo.formats.checkpoints import checkpoint_dirs, latest_checkpoint
 from tests.faults.conftest import assert_one_line_error, elmo, start_elmo, train_args
 from tests.faults.test_kill_and_resume import _embed_args, _hdf5_contents, _long_input
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from elmo.checkpoint import latest_checkpoint
+from elmo.formats.checkpoints import latest_checkpoint
 from tests.faults.conftest import elmo, start_elmo, train_args
 
 TRAIN_STEPS = ["--max-steps", "40", "--checkpoint-every", "4", "--log-every", "10", "--optimizer", "adam",

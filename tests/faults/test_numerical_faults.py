@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from elmo.checkpoint import checkpoint_dirs
 from elmo.cli import main
+from elmo.formats.checkpoints import checkpoint_dirs
 from elmo.modules import language_model
 from tests.faults.conftest import train_args
 
@@ -23,8 +23,8 @@ def _poison(monkeypatch, bad_steps: set[int], kind: str) -> None:
     real_losses = language_model.head_losses
     calls = {"n": 0}
 
-    def losses(softmax, sampler, hiddens, targets, samples=None, compiled=False):
-        value, parts = real_losses(softmax, sampler, hiddens, targets, samples, compiled)
+    def losses(softmax, sampler, hiddens, targets, samples=None):
+        value, parts = real_losses(softmax, sampler, hiddens, targets, samples)
         calls["n"] += 1  # one call (both directions) per step
         if calls["n"] in bad_steps:
             if kind == "loss":

@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from elmo.modules.compiled import compile_setting
 from elmo.modules.highway import Highway
 
 
@@ -42,7 +43,8 @@ def test_compiled_layers_give_the_eager_values_and_gradients():
         for use_compile in (False, True):
             leaf = x.clone().requires_grad_(True)
             layer.zero_grad()
-            y = layer(leaf, compiled=use_compile)
+            with compile_setting(use_compile):
+                y = layer(leaf)
             y.backward(upstream)
             results.append([y.detach(), leaf.grad, *(p.grad.clone() for p in layer.parameters())])
         for eager, ours in zip(*results):

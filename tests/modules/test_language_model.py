@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from elmo.lm_files import build_language_model
-from elmo.train_presets import load_preset
+from elmo.training.presets import load_preset
+from elmo.training.run_files import build_language_model
 
 VOCAB = 40
 

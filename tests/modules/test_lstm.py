@@ -80,7 +80,7 @@ def test_weight_dropout_masks_the_recurrent_matrix_once_per_call(masked):
 
 def test_weight_dropout_out_of_range_is_refused():
     with pytest.raises(ValueError, match=r"weight_dropout must be in \[0, 1\), got 1.0"):
-        LstmCellWithProjection(4, 6, 3, weight_dropout=1.0)
+        LstmCellWithProjection(4, 6, 3, None, None, weight_dropout=1.0)
 
 
 def test_masked_rows_stop_at_their_last_token():
@@ -96,7 +96,7 @@ def test_masked_rows_stop_at_their_last_token():
 
 
 def test_stack_residual_adds_layer_input_from_the_second_layer_on():
-    cells = [LstmCellWithProjection(3, 5, 3) for _ in range(2)]
+    cells = [LstmCellWithProjection(3, 5, 3, None, None) for _ in range(2)]
     stack = LstmStack(cells, residual=True)
     x = torch.randn(2, 4, 3)
     outputs, (h, c) = stack(x)
@@ -108,7 +108,7 @@ def test_stack_residual_adds_layer_input_from_the_second_layer_on():
 
 
 def test_stack_state_in_and_out():
-    stack = LstmStack([LstmCellWithProjection(3, 5, 3) for _ in range(2)], residual=False)
+    stack = LstmStack([LstmCellWithProjection(3, 5, 3, None, None) for _ in range(2)], residual=False)
     x = torch.randn(2, 6, 3)
     full, state_full = stack(x)
     first, state = stack(x[:, :4])

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from elmo.modules.compiled import compile_setting
 from elmo.modules.softmax import Softmax
 from elmo.modules.softmax_loss import accidental_hits, fused_loss, summed_rows
 
@@ -205,8 +206,8 @@ def test_compiled_blocks_give_the_eager_losses_and_gradients(negatives):
         parts = [(hidden, targets, sampled, torch.rand(negatives, dtype=hidden.dtype).log(),
                   torch.rand(21, dtype=hidden.dtype).log())]
     eager = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, parts, 16)[0], softmax, hidden)
-    ours = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, parts, 16, compiled=True)[0],
-                           softmax, hidden)
+    with compile_setting(True):
+        ours = _loss_and_grads(lambda: fused_loss(softmax.weight, softmax.bias, parts, 16)[0], softmax, hidden)
     assert compiled_module.compiled(softmax_block)  # compiled for real, no fallback
     torch.testing.assert_close(ours[0], eager[0], rtol=1e-12, atol=1e-12)
     for name, a, b in zip(("hidden", "weight", "bias"), ours[1], eager[1]):
@@ -217,7 +218,8 @@ def test_compiled_blocks_in_bf16_match_the_eager_ones():
     softmax, hidden, targets = _case(torch.float32, rows=300, vocab=2000, dim=64)
 
     def run(compiled):
-        return fused_loss(softmax.weight, softmax.bias, [(hidden, targets)], 128, torch.bfloat16, compiled)[0]
+        with compile_setting(compiled):
+            return fused_loss(softmax.weight, softmax.bias, [(hidden, targets)], 128, torch.bfloat16)[0]
 
     eager, ours = _loss_and_grads(lambda: run(False), softmax, hidden), _loss_and_grads(lambda: run(True), softmax,
                                                                                           hidden)

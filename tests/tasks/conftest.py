@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elmo.model_files import save_bilm
+from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm
 
 NER_SENTENCES = [

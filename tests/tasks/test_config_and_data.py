@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from elmo.errors import ConfigError
-from elmo.tasks.config import TaskConfig, read_task_config
 from elmo.tasks.data import take
+from elmo.tasks.task_config import TaskConfig, read_task_config
 from elmo.tasks.word_index import build_word_index, embedding_matrix
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "tasks"
@@ -60,7 +60,7 @@ def test_take_is_reproducible_and_keeps_order():
 def test_shuffled_batches_cover_every_index_once_in_length_sorted_batches():
     import torch
 
-    from elmo.tasks.training import shuffled_batches
+    from elmo.tasks.task_trainer import shuffled_batches
 
     lengths = [(i * 7) % 23 + 1 for i in range(100)]
     batches = shuffled_batches(lengths, 8, torch.Generator().manual_seed(0), pool=4)

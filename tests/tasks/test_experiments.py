@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo.model_files import load_bilm
+from elmo.formats.model_files import load_bilm
 from tests.tasks.conftest import write_conll, write_sst
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,2 @@
-"""Embedding text at scale: reading input lines, batching, the resumable sharded writer, precision, caching.
-
-``elmo.embed`` holds the user-facing :class:`~elmo.embed.Embedder`; the pieces it is built from live here.
-"""
+"""Embedding text at scale: the :class:`~elmo.embedding.embedder.Embedder`, the input reader, batch planning, the
+resumable sharded writer, the token-layer cache, the token table dump and the demo."""

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import h5py
 
-from elmo.atomic_files import errno_of, write_failure
 from elmo.errors import ElmoError, OutputWriteError
+from elmo.runtime.atomic_files import errno_of, write_failure
 
 log = logging.getLogger(__name__)
 

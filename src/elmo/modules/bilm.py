@@ -19,8 +19,10 @@ import torch
 from torch import nn
 
 from elmo.config import BiLMConfig
-from elmo.modules.lstm import LstmStack
+from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.lstm import LstmCellWithProjection, LstmStack
 from elmo.modules.sequence import mask_from_ids, reverse_padded
+from elmo.modules.token_embedding import TokenEmbedding
 
 BiLMState = tuple[torch.Tensor, torch.Tensor]
 """(h (2, L, B, P), c (2, L, B, C)); index 0 of the first axis is the forward direction."""
@@ -151,3 +153,43 @@ class StatefulBiLM(nn.Module):
         h, c = self.bilm.zero_state(batch - have)
         self._h = h if self._h is None else torch.cat([self._h, h], dim=2)
         self._c = c if self._c is None else torch.cat([self._c, c], dim=2)
+
+
+def build_bilm(
+    config: BiLMConfig,
+    token_vocab_size: int | None = None,
+    dropout: float = 0.0,
+    weight_dropout: float = 0.0,
+) -> BiLM:
+    """Assemble an (untrained) biLM.
+
+    Args:
+        config: architecture.
+        token_vocab_size: build a token-input biLM (a table of ``token_vocab_size`` token vectors) instead of
+            the char CNN; required when ``config.char_cnn`` is None.
+        dropout: dropout on every LSTM layer input, active in training mode only (the original trainer's 0.1).
+        weight_dropout: DropConnect on each LSTM layer's recurrent matrix, training mode only (not in the original).
+    """
+    lstm = config.lstm
+    if token_vocab_size is not None:
+        encoder = TokenEmbedding(token_vocab_size, lstm.projection_dim)
+    elif config.char_cnn is not None:
+        encoder = CharCNNEncoder(config.char_cnn, lstm.projection_dim)
+    else:
+        raise ValueError("build_bilm: a config without char_cnn needs token_vocab_size")
+
+    def stack() -> LstmStack:
+        cells = [
+            LstmCellWithProjection(
+                input_dim=lstm.projection_dim,
+                cell_dim=lstm.dim,
+                projection_dim=lstm.projection_dim,
+                cell_clip=lstm.cell_clip,
+                proj_clip=lstm.proj_clip if lstm.has_projection else None,
+                weight_dropout=weight_dropout,
+            )
+            for _ in range(lstm.n_layers)
+        ]
+        return LstmStack(cells, residual=lstm.use_skip_connections, dropout=dropout)
+
+    return BiLM(encoder, stack(), stack(), config=config)

@@ -17,8 +17,8 @@ and mask the windows a narrower filter could not have). Tokens are sorted by n a
 positions its longest token needs: 8-9 of the 50 for typical English words, with identical results.
 
 The max is TF's ``max_pool`` (what bilm-tf trains with): its gradient goes to the first position holding the
-maximum (:class:`MaxPool`). In training with ``compiled`` (``compile``), the max and its first position come from one
-``torch.compile``'d reduction (:func:`max_and_first_position`) instead of four eager passes.
+maximum (:class:`MaxPool`). In training with compiling on (:mod:`elmo.modules.compiled`), the max and its first
+position come from one ``torch.compile``'d reduction (:func:`max_and_first_position`) instead of four eager passes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
-from elmo.modules.compiled import compile_available, run_compiled
+from elmo.modules.compiled import compile_enabled, run_compiled
 from elmo.modules.highway import Highway
 from elmo.modules.threads import gemm_threads
 
@@ -37,13 +37,13 @@ TOKENS_PER_CHUNK = 128
 
 class MaxPool(torch.autograd.Function):
     """(n, positions, F) -> (n, F), the max over positions, with TF ``max_pool``'s gradient: all of it to the first
-    position holding the maximum. (``amax`` splits it among ties; ``max(dim)`` finds the same position as this but
-    takes ten times as long on CPU, and ``amax``'s backward three times as long as this one's.)"""
+    position holding the maximum. (``amax`` splits it among ties; ``max(dim)`` finds the same position as this, but
+    eagerly on CPU both it and ``amax``'s backward are much slower than this.)"""
 
     @staticmethod
-    def forward(ctx, x, compiled=False):
+    def forward(ctx, x):
         ctx.shape = x.shape
-        if compiled and compile_available():
+        if compile_enabled():
             result = run_compiled(max_and_first_position, "the char CNN's max-pool", x, dynamic=True)
             if result is not None:
                 values, first = result
@@ -63,7 +63,7 @@ class MaxPool(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (first,) = ctx.saved_tensors
-        return grad.new_zeros(ctx.shape).scatter_(1, first.long().unsqueeze(1), grad.unsqueeze(1)), None
+        return grad.new_zeros(ctx.shape).scatter_(1, first.long().unsqueeze(1), grad.unsqueeze(1))
 
 
 def max_and_first_position(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,10 +108,8 @@ class CharCNNEncoder(nn.Module):
         vectors = self.encode_tokens(distinct)  # (U, P)
         return vectors.index_select(0, index).view(batch, time, -1)
 
-    def encode_tokens(self, char_ids: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """(N, W) long -> (N, P): the token layer of N tokens. ``compiled``: the max-pool of training and the
-        highway layers through ``torch.compile`` (:func:`max_and_first_position`,
-        :func:`~elmo.modules.highway.highway_layer`)."""
+    def encode_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """(N, W) long -> (N, P): the token layer of N tokens."""
         width = char_ids.shape[1]
         kernel = self._fused_kernel()  # (K*E, F)
         k = kernel.shape[0] // self.config.embedding_dim
@@ -123,25 +121,24 @@ class CharCNNEncoder(nn.Module):
             n = int(runs[rows].max())
             if n + k <= width:  # windows at positions 0..n, all inside the row
                 x = self.char_embedding(char_ids[rows, : n + k]).to(kernel.dtype)  # (rows, n + K, E)
-                parts.append(self._max_over_positions(x.unfold(1, k, 1), kernel, compiled=compiled))
+                parts.append(self._max_over_positions(x.unfold(1, k, 1), kernel))
             else:  # every position; windows padded past the row's end, and masked where a filter has none
                 x = self.char_embedding(char_ids[rows]).to(kernel.dtype)  # (rows, W, E)
                 windows = nn.functional.pad(x, (0, 0, 0, k - 1)).unfold(1, k, 1)  # (rows, W, E, K)
-                parts.append(self._max_over_positions(windows, kernel, self._invalid_positions(width), compiled))
+                parts.append(self._max_over_positions(windows, kernel, self._invalid_positions(width)))
         pooled = torch.cat(parts)  # (N, F) in the order of `order`
         if sort:
             pooled = pooled.index_select(0, torch.argsort(order))
         x = self.activation(pooled + self._bias().to(pooled.dtype))
         if self.highway is not None:
-            x = self.highway(x, compiled)
+            x = self.highway(x)
         if self.projection is not None:
             with gemm_threads(x.shape[0] * self.projection.weight.numel()):
                 x = self.projection(x)  # (N, P)
         return x
 
     @staticmethod
-    def _max_over_positions(windows: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor | None = None,
-                            compiled: bool = False):
+    def _max_over_positions(windows: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor | None = None):
         """windows (n, positions, E, K) -> max over the positions of every filter's response, (n, F), no bias."""
         n, positions, dim, k = windows.shape
         with gemm_threads(n * positions * kernel.numel()):
@@ -149,7 +146,7 @@ class CharCNNEncoder(nn.Module):
         responses = responses.view(n, positions, -1)
         if invalid is not None:
             responses.masked_fill_(invalid, float("-inf"))
-        return MaxPool.apply(responses, compiled) if responses.requires_grad else responses.amax(dim=1)
+        return MaxPool.apply(responses) if responses.requires_grad else responses.amax(dim=1)
 
     def _fused_kernel(self) -> torch.Tensor:
         """All conv weights as one (K*E, F) matrix, zero-padded to the widest K."""

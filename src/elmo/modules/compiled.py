@@ -1,31 +1,59 @@
-"""``torch.compile`` for the training step's elementwise hot loops, with one process-wide eager fallback.
+"""``torch.compile`` for the training step's elementwise hot loops: one process-wide setting, one eager fallback.
 
-The compiled code is pure functions written beside their eager twins (the LSTM step loops in
-:mod:`elmo.modules.lstm_bptt`, the softmax loss's per-block work in :mod:`elmo.modules.softmax_loss`, the char
-CNN's max-pool in :mod:`elmo.modules.char_cnn`, a highway layer in :mod:`elmo.modules.highway`, compiled with its
-backward): the same arithmetic, with each step's or block's elementwise passes fused into a few kernels. Each
-function compiles once per process, with static shapes (a new shape compiles anew) unless the caller asks for
-dynamic ones. Where compiling fails (no C++ compiler, an unsupported platform) a
-warning says what failed, and the whole process keeps to the eager code from then on.
+The compiled code is pure functions (the LSTM window's step loops in :mod:`elmo.modules.lstm_window`, the softmax
+loss's per-block work in :mod:`elmo.modules.softmax_loss`, the char CNN's max-pool in :mod:`elmo.modules.char_cnn`,
+a highway layer in :mod:`elmo.modules.highway`, compiled with its backward): the same arithmetic as the eager code,
+with each step's or block's elementwise passes fused into a few kernels. Only paths with gradients (training) use
+them; inference always runs eagerly.
+
+Whether to compile is decided once per process (:func:`set_compile`; the trainer sets it from its config) and read
+where the compiled functions are chosen. Each function compiles once per process, with static shapes (a new shape
+compiles anew) unless the caller asks for dynamic ones. Where compiling fails (no C++ compiler, an unsupported
+platform) a warning says what failed, and the whole process keeps to the eager code from then on.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
 log = logging.getLogger(__name__)
 
+_enabled = False
 _compiled_functions: dict = {}
 _compile_failure: list[str] = []  # why torch.compile could not be used in this process, once it failed
 
 
+def set_compile(enabled: bool) -> None:
+    """Compile the training step's hot loops from now on in this process (or not)."""
+    global _enabled
+    _enabled = bool(enabled)
+
+
+def compile_enabled() -> bool:
+    """Whether to run the compiled functions: compiling is on and has not failed in this process."""
+    return _enabled and not _compile_failure
+
+
+@contextmanager
+def compile_setting(enabled: bool) -> Iterator[None]:
+    """:func:`set_compile` for the block only."""
+    before = _enabled
+    set_compile(enabled)
+    try:
+        yield
+    finally:
+        set_compile(before)
+
+
 def run_compiled(function, what: str, *args, dynamic: bool = False):
     """``function(*args)`` through ``torch.compile``, or None when compiling or running it fails: then a warning
-    naming ``what`` (e.g. "the LSTM step loops"), and :func:`compile_available` is False for the rest of the
-    process, so the callers run their eager code. ``dynamic``: one compilation for inputs of any size (the char
-    CNN's chunks vary in size from batch to batch), not one per shape."""
+    naming ``what`` (e.g. "the LSTM step loops"), and :func:`compile_enabled` is False for the rest of the process,
+    so the callers run their eager code. ``dynamic``: one compilation for inputs of any size (the char CNN's
+    chunks vary in size from batch to batch), not one per shape."""
     if function not in _compiled_functions:
         _compiled_functions[function] = torch.compile(function, dynamic=dynamic)
     try:
@@ -37,11 +65,7 @@ def run_compiled(function, what: str, *args, dynamic: bool = False):
         return None
 
 
-def compile_available() -> bool:
-    """False once ``torch.compile`` has failed in this process."""
-    return not _compile_failure
-
-
 def compiled(function) -> bool:
-    """Whether ``function`` has run through ``torch.compile`` in this process (the tests check it)."""
-    return function in _compiled_functions and compile_available()
+    """Whether ``function`` has run through ``torch.compile`` in this process without a failure (the tests check
+    it)."""
+    return function in _compiled_functions and not _compile_failure

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, word_to_char_ids
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.scalar_mix import ScalarMix
@@ -31,16 +31,63 @@ class ElmoOutput:
     """(B, T) bool."""
 
 
-class Elmo(nn.Module):
+class ElmoHead(nn.Module):
+    """The trainable part of ELMo: independent scalar mixes of the biLM layers, each followed by dropout.
+
+    :class:`Elmo` runs it on a live biLM's layers and :class:`~elmo.tasks.elmo_features.CachedElmo` on stored
+    ones. Both are subclasses, so their mixes have the same parameter names (``scalar_mixes.{i}.*``) and a task
+    checkpoint loads into either.
+
+    Args:
+        num_layers: L + 1, the biLM layers mixed.
+        num_output_representations: number of independent scalar mixes (e.g. 2 for task input and output).
+        scalar_mix_parameters: fixed pre-softmax weights, e.g. ``[-9e10, 1, -9e10]``; the mixes are then frozen.
+        do_layer_norm: the original's masked-batch layer norm before mixing.
+        dropout: applied to each representation (AllenNLP's default 0.5).
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_output_representations: int = 1,
+        *,
+        scalar_mix_parameters: Sequence[float] | None = None,
+        do_layer_norm: bool = False,
+        dropout: float = 0.5,
+    ) -> None:
+        super().__init__()
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(
+                num_layers,
+                do_layer_norm=do_layer_norm,
+                initial_weights=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            for _ in range(num_output_representations)
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def num_output_representations(self) -> int:
+        return len(self.scalar_mixes)
+
+    def mix(self, layers: Sequence[torch.Tensor], mask: torch.Tensor) -> list[torch.Tensor]:
+        """L + 1 tensors (B, T, D) and mask (B, T) -> ``num_output_representations`` tensors (B, T, D)."""
+        return [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
+
+    def scalar_mix_penalty(self, coefficient: float) -> torch.Tensor:
+        """lambda * sum over mixes of ||w||^2 on the pre-softmax weights (paper section 3.3; bilm-tf ``l2_coef``)."""
+        total = sum((mix.scalar_parameters**2).sum() for mix in self.scalar_mixes)
+        return coefficient * torch.as_tensor(total)
+
+
+class Elmo(ElmoHead):
     """ELMo representations for batches of +1-shifted ids without sentence boundaries (``batch_to_ids`` output).
 
     Args:
         bilm: the pretrained biLM.
-        num_output_representations: number of independent scalar mixes (e.g. 2 for task input and output).
-        dropout: applied to each representation (AllenNLP's default 0.5).
-        do_layer_norm: the original's masked-batch layer norm before mixing.
+        num_output_representations, dropout, do_layer_norm, scalar_mix_parameters: as :class:`ElmoHead`.
         requires_grad: fine-tune the biLM too (default: frozen, run under no_grad, kept in eval mode).
-        scalar_mix_parameters: fixed pre-softmax weights, e.g. ``[-9e10, 1, -9e10]``; the mixes are then frozen.
         keep_sentence_boundaries: keep the ``<S>``/``</S>`` positions in the output (T + 2 steps).
         stateful: carry LSTM states from batch to batch row by row like the original (default: every sentence
             starts from zero states, so a sentence always gets the same vectors).
@@ -59,28 +106,23 @@ class Elmo(nn.Module):
         stateful: bool = False,
         token_boundary_ids: tuple[int, int] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(
+            bilm.num_layers,
+            num_output_representations,
+            scalar_mix_parameters=scalar_mix_parameters,
+            do_layer_norm=do_layer_norm,
+            dropout=dropout,
+        )
         self.bilm = bilm
         self.stateful_bilm = StatefulBiLM(bilm) if stateful else None
         self.requires_grad = requires_grad
         bilm.requires_grad_(requires_grad)
         if not requires_grad:
             bilm.eval()
-        self.scalar_mixes = nn.ModuleList(
-            ScalarMix(
-                bilm.num_layers,
-                do_layer_norm=do_layer_norm,
-                initial_weights=scalar_mix_parameters,
-                trainable=scalar_mix_parameters is None,
-            )
-            for _ in range(num_output_representations)
-        )
-        self.dropout = nn.Dropout(dropout)
         self.keep_sentence_boundaries = keep_sentence_boundaries
         if isinstance(bilm.token_encoder, CharCNNEncoder):
             width = bilm.token_encoder.config.max_characters_per_token
-            bos = torch.from_numpy(word_to_char_ids(BOS_TOKEN, width) + 1)
-            eos = torch.from_numpy(word_to_char_ids(EOS_TOKEN, width) + 1)
+            bos, eos = torch.from_numpy(shifted_char_ids([BOS_TOKEN, EOS_TOKEN], width)).unbind()
         else:
             if token_boundary_ids is None:
                 raise ValueError("Elmo: a token-input biLM needs token_boundary_ids=(id of <S>, id of </S>)")
@@ -104,15 +146,9 @@ class Elmo(nn.Module):
         if not self.keep_sentence_boundaries:
             stripped = [remove_sentence_boundaries(x, mask) for x in layers]
             layers, mask = [x for x, _ in stripped], stripped[0][1] if stripped else mask_from_ids(ids)
-        representations = [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
-        return ElmoOutput(representations=representations, mask=mask)
+        return ElmoOutput(representations=self.mix(layers, mask), mask=mask)
 
     def reset_states(self) -> None:
         """Stateful mode: start every row from zeros again."""
         if self.stateful_bilm is not None:
             self.stateful_bilm.reset()
-
-    def scalar_mix_penalty(self, coefficient: float) -> torch.Tensor:
-        """lambda * sum over mixes of ||w||^2 on the pre-softmax weights (paper section 3.3; bilm-tf ``l2_coef``)."""
-        total = sum((mix.scalar_parameters**2).sum() for mix in self.scalar_mixes)
-        return coefficient * torch.as_tensor(total)

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from elmo.modules.compiled import compile_available, run_compiled
+from elmo.modules.compiled import compile_enabled, run_compiled
 from elmo.modules.threads import gemm_threads
 
 _WHAT = "the highway layers"  # for the warning when compiling fails
@@ -27,13 +27,13 @@ class Highway(nn.Module):
         for gate in self.carry:
             nn.init.constant_(gate.bias, -2.0)  # bilm-tf init: start close to the identity
 
-    def forward(self, x: torch.Tensor, compiled: bool = False) -> torch.Tensor:
-        """``compiled`` (training's ``compile``): with gradients, each layer, forward and backward, through
-        ``torch.compile`` (:func:`highway_layer`, one compilation for any number of tokens), which fuses the gating's
-        half-dozen elementwise passes over the (N, dim) activations and their gradients into a few kernels."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """With gradients and compiling on (:mod:`elmo.modules.compiled`), each layer, forward and backward, runs
+        through ``torch.compile`` (:func:`highway_layer`, one compilation for any number of tokens), which fuses the
+        gating's half-dozen elementwise passes over the (N, dim) activations and their gradients into a few kernels."""
         for carry, transform in zip(self.carry, self.transform):
             y = None
-            if compiled and compile_available() and torch.is_grad_enabled():  # training: evaluation stays eager
+            if compile_enabled() and torch.is_grad_enabled():  # training: evaluation stays eager
                 y = run_compiled(highway_layer, _WHAT, x, carry.weight, carry.bias, transform.weight, transform.bias,
                                  dynamic=True)
             if y is None:

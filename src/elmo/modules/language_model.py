@@ -23,7 +23,6 @@ import torch
 from torch import nn
 
 from elmo.modules.bilm import BiLM, BiLMState
-from elmo.modules.dropout import sequence_dropout
 from elmo.modules.lstm import run_stacks_in_lockstep
 from elmo.modules.softmax import LogUniformSampler, Softmax, head_losses
 
@@ -46,26 +45,21 @@ class BiLMLanguageModel(nn.Module):
         bilm: token encoder and the two stacks (char-CNN encoder).
         softmax: the shared output layer over the frequency-sorted vocabulary.
         output_dropout: dropout on the top LSTM output before the softmax (0.1 in the original).
-        num_sampled: negatives per batch for the sampled softmax (8192 in the original), or None.
-        variational_dropout: the output dropout keeps one mask per row over the window's time steps.
-        compiled: the training step's elementwise loops through ``torch.compile`` (:mod:`elmo.modules.compiled`):
-            the LSTM windows' step loops, the softmax loss's blocks, the char CNN's max-pool.
+        num_sampled: negatives per batch for the sampled softmax, or None.
     """
 
     def __init__(
-        self, bilm: BiLM, softmax: Softmax, output_dropout: float = 0.0, num_sampled: int | None = 8192,
-        variational_dropout: bool = False, compiled: bool = False,
+        self, bilm: BiLM, softmax: Softmax, num_sampled: int | None, output_dropout: float = 0.0,
     ):
         super().__init__()
         self.bilm = bilm
         self.softmax = softmax
-        self.compiled = compiled
-        self.output_dropout = sequence_dropout(output_dropout, variational_dropout)
+        self.output_dropout = nn.Dropout(output_dropout)
         self.sampler = None if num_sampled is None else LogUniformSampler(softmax.vocab_size, num_sampled)
 
     def encode_words(self, word_char_ids: torch.Tensor) -> torch.Tensor:
         """(U, W) +1-shifted char ids of distinct words -> (U, P) token vectors (the char CNN runs once per word)."""
-        return self.bilm.token_encoder.encode_tokens(word_char_ids, self.compiled)
+        return self.bilm.token_encoder.encode_tokens(word_char_ids)
 
     def direction_hidden(
         self, direction: int, inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None,
@@ -99,11 +93,11 @@ class BiLMLanguageModel(nn.Module):
         index = torch.stack([forward_index, backward_index]).transpose(1, 2)  # (2, T, B)
         stacks = (self.bilm.forward_lstm, self.bilm.backward_lstm)
         inputs = nn.functional.embedding(index, words)  # (2, T, B, P)
-        tops, final = run_stacks_in_lockstep(stacks, inputs, state, self.compiled)  # (2, T, B, P)
+        tops, final = run_stacks_in_lockstep(stacks, inputs, state)  # (2, T, B, P)
         hiddens = []
         for direction in range(2):
             top = self.output_dropout(tops[direction].transpose(0, 1))  # (B, T, P)
             hiddens.append(top.reshape(-1, top.shape[-1]))  # (B*T, P)
         targets = [forward_targets.reshape(-1), backward_targets.reshape(-1)]
-        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples, self.compiled)
+        loss, losses = head_losses(self.softmax, self.sampler, hiddens, targets, samples)
         return LMOutput(loss, losses[0], losses[1], final)

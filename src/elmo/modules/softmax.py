@@ -35,8 +35,9 @@ class Softmax(nn.Module):
     """The shared output layer: logits = h W^T + b. Initialised like the original (normal, std 1/sqrt(P)).
 
     ``sparse``: the sampled losses give ``weight`` a sparse gradient holding only the rows of the step's negatives
-    and targets (as ``nn.Embedding(sparse=True)``; the optimizer must accept it, see :mod:`elmo.optimizer`), where
-    the dense one is a (V, P) matrix of mostly zeros that is filled, read by the clip and updated whole every step.
+    and targets (as ``nn.Embedding(sparse=True)``; the optimizer must accept it, see :mod:`elmo.training.optimizer`),
+    where the dense one is a (V, P) matrix of mostly zeros that is filled, read by the clip and updated whole every
+    step.
     """
 
     def __init__(self, vocab_size: int, dim: int, sparse: bool = False) -> None:
@@ -56,14 +57,13 @@ class Softmax(nn.Module):
         logits = F.linear(hidden, self.weight, self.bias)  # (N, V)
         return F.cross_entropy(logits.float(), targets, reduction=reduction)
 
-    def full_losses(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                    compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def full_losses(self, parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean over parts (hidden (N, P), targets (N,)) of each part's mean cross-entropy, and the (G,) part
         losses (no gradient; for logging). With gradients: fused and blockwise (:mod:`elmo.modules.softmax_loss`),
-        each block's elementwise work through ``torch.compile`` when ``compiled``."""
+        each block's elementwise work through ``torch.compile`` when compiling is on."""
         if any(_needs_gradients(hidden, self.weight) for hidden, _ in parts):
             with autocast_suspended(parts[0][0].device) as matmul_dtype:
-                return fused_loss(self.weight, self.bias, parts, BLOCK_ROWS, matmul_dtype, compiled)
+                return fused_loss(self.weight, self.bias, parts, BLOCK_ROWS, matmul_dtype)
         losses = torch.stack([self.full_loss(hidden, targets) for hidden, targets in parts])
         return losses.mean(), losses
 
@@ -81,16 +81,15 @@ class Softmax(nn.Module):
         """
         return self.sampled_losses([(hidden, targets, sampled, expected, target_expected)])[0]
 
-    def sampled_losses(self, parts: Sequence[tuple[torch.Tensor, ...]],
-                       compiled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def sampled_losses(self, parts: Sequence[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean over parts (the arguments of :meth:`sampled_loss`) of each part's mean sampled-softmax loss, and the
         (G,) part losses (no gradient; for logging). With gradients: fused and blockwise, one pass for all parts
-        (``compiled``: as in :meth:`full_losses`); the weight's gradient is sparse when :attr:`sparse` is set."""
+        (compiled as in :meth:`full_losses`); the weight's gradient is sparse when :attr:`sparse` is set."""
         if any(_needs_gradients(part[0], self.weight) for part in parts):
             logged = [(hidden, targets, sampled, expected.log(), target_expected.log())
                       for hidden, targets, sampled, expected, target_expected in parts]
             with autocast_suspended(parts[0][0].device) as matmul_dtype:
-                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype, compiled, self.sparse)
+                return fused_loss(self.weight, self.bias, logged, BLOCK_ROWS, matmul_dtype, self.sparse)
         losses = torch.stack([self._sampled_loss_plain(*part) for part in parts])
         return losses.mean(), losses
 
@@ -108,19 +107,17 @@ class Softmax(nn.Module):
 def head_losses(
     softmax: Softmax, sampler: LogUniformSampler | None, hiddens: Sequence[torch.Tensor],
     targets: Sequence[torch.Tensor], samples: Sequence[tuple[torch.Tensor, int]] | None = None,
-    compiled: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The training loss of the biLM's directions at once: hiddens (N, P) and targets (N,) of each, and each
     direction's negatives (ids (S,), draws) from ``sampler``. Returns the mean of the directions' mean losses and
-    the (G,) direction losses (no gradient). Full softmax without samples. ``compiled``: the fused loss's
-    per-block elementwise work through ``torch.compile``."""
+    the (G,) direction losses (no gradient). Full softmax without samples."""
     if samples is None or sampler is None:
-        return softmax.full_losses(list(zip(hiddens, targets)), compiled)
+        return softmax.full_losses(list(zip(hiddens, targets)))
     parts = []
     for hidden, wanted, (sampled, tries) in zip(hiddens, targets, samples):
         parts.append((hidden, wanted, sampled, sampler.expected_count(sampled, tries),
                       sampler.expected_count(wanted, tries)))
-    return softmax.sampled_losses(parts, compiled)
+    return softmax.sampled_losses(parts)
 
 
 def _needs_gradients(hidden: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -178,7 +175,7 @@ class LogUniformSampler:
 
 def _first_occurrences(x: torch.Tensor, size: int) -> torch.Tensor:
     """(n,) bool: True where x[i] does not occur in x[:i], for ids in [0, size): each id's first index from one
-    scatter into a table of ``size`` slots (a stable sort of x took ten times as long on CPU)."""
+    scatter into a table of ``size`` slots (a stable sort of x is much slower on CPU)."""
     positions = torch.arange(x.shape[0], device=x.device)
     first = torch.full((size,), x.shape[0], dtype=torch.long, device=x.device)
     first.scatter_reduce_(0, x, positions, "amin")

@@ -18,7 +18,7 @@ keeps those rows until the backward pass, which scales them and adds them into a
 gradients are computed once, so the graph can be backpropagated once.
 
 With ``matmul_dtype=torch.bfloat16`` (bf16 autocast) the GEMMs read bfloat16 operands; the log-sum-exp, the loss
-and every gradient returned are in the weight's dtype (float32). With ``compiled=True`` (``compile`` in training)
+and every gradient returned are in the weight's dtype (float32). With compiling on (:mod:`elmo.modules.compiled`)
 each block's elementwise work, from the GEMM's output to the scaled softmax in the GEMM dtype and its column sums,
 is one pure function (:func:`softmax_block`) through ``torch.compile``: one or two reads of the block instead of a
 dozen passes over a float32 copy of it.
@@ -30,12 +30,12 @@ from collections.abc import Sequence
 
 import torch
 
-from elmo.modules.compiled import compile_available, run_compiled
+from elmo.modules.compiled import compile_enabled, run_compiled
 
 _WHAT = "the softmax loss blocks"  # for the warning when compiling fails
 
 
-def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled,
+def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype,
                true_logits=None, hits=None):
     """Sum of -log softmax over K candidates; adds ``scale`` x its gradients to ``d_weight`` and ``d_bias``.
 
@@ -46,9 +46,9 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
     None); ``d_weight`` (K, P) and ``d_bias`` (K,) are accumulated in place.
 
     Eager, a block goes from logits to its softmax through PyTorch's fused softmax kernel (max, exp, sum and
-    normalisation in one sweep per row; on the AMD CPU we measured it took less time than ``exp_`` alone, which
-    PyTorch's MKL builds route through MKL's vector math library), and the log-sum-exp is read off its largest
-    probability, so no other pass over the block exponentiates. ``compiled``: the block's elementwise work from the
+    normalisation in one sweep per row; on CPU cheaper than ``exp_`` alone, which PyTorch's MKL builds route through
+    MKL's vector math library), and the log-sum-exp is read off its largest
+    probability, so no other pass over the block exponentiates. With compiling on, the block's elementwise work from the
     GEMM's output to the scaled gradient in the GEMM dtype is :func:`softmax_block` through ``torch.compile``.
     """
     acc = bias.dtype
@@ -66,7 +66,7 @@ def _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_row
         h, tgt = h_all[rows], targets[rows]
         n = h.shape[0]
         block = None
-        if compiled and compile_available():
+        if compile_enabled():
             logits = torch.mm(h, w.t())  # (n, K), no bias yet
             if sampled:
                 _remove_accidental_hits(logits, *hits, lo, n)
@@ -146,7 +146,7 @@ def softmax_block(logits, bias, true_logits, targets, scale: float):
 def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, columns) where a row's target (N,) is among the distinct ``sampled`` ids (S,), rows ascending: one
     lookup per row in a table of each word's column (V slots), instead of comparing the (N, S) matrix of all pairs
-    (or sorting the S ids, which took ten times as long on CPU)."""
+    (or sorting the S ids, much slower on CPU)."""
     column = torch.full((vocab_size,), -1, dtype=torch.long, device=sampled.device)
     column[sampled] = torch.arange(sampled.shape[0], device=sampled.device)
     hit = column[targets]  # (N,): the target's column among the candidates, or -1
@@ -154,22 +154,22 @@ def accidental_hits(targets: torch.Tensor, sampled: torch.Tensor, vocab_size: in
     return rows, hit[rows]
 
 
-def _full_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled, hidden, targets):
-    return _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled)[:2]
+def _full_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, targets):
+    return _blockwise(hidden, weight, bias, targets, d_weight, d_bias, scale, block_rows, matmul_dtype)[:2]
 
 
-def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled, hidden, targets,
+def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, targets,
                   sampled, log_expected, target_log_expected):
     """As :func:`_full_part`, but ``d_weight`` is a list that collects the gradient's (ids, rows) pairs."""
     acc = bias.dtype
-    # index_select, not weight[ids]: the same rows, copied whole instead of element by element (7x faster on CPU)
+    # index_select, not weight[ids]: the same rows, copied whole instead of element by element
     w_target = weight.index_select(0, targets)  # (N, P)
     true_logits = (hidden.to(acc) * w_target).sum(-1) + bias.index_select(0, targets) - target_log_expected  # (N,)
     d_sampled_w = torch.zeros(sampled.shape[0], weight.shape[1], dtype=acc, device=weight.device)  # (S, P)
     d_sampled_b = torch.zeros(sampled.shape, dtype=acc, device=bias.device)
     total, d_hidden, d_true = _blockwise(hidden, weight.index_select(0, sampled),
                                          bias.index_select(0, sampled) - log_expected, targets,
-                                         d_sampled_w, d_sampled_b, scale, block_rows, matmul_dtype, compiled,
+                                         d_sampled_w, d_sampled_b, scale, block_rows, matmul_dtype,
                                          true_logits, accidental_hits(targets, sampled, weight.shape[0]))
     d_hidden.addcmul_(d_true.unsqueeze(1), w_target)
     d_weight.extend([(sampled, d_sampled_w), (targets, d_true.unsqueeze(1) * hidden.to(acc))])  # (ids, rows) pairs
@@ -178,7 +178,7 @@ def _sampled_part(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtyp
 
 
 class FusedSoftmaxLoss(torch.autograd.Function):
-    """(weight (V, P), bias (V,), block_rows, matmul_dtype, compiled, sparse, fields per part, *the parts' tensors,
+    """(weight (V, P), bias (V,), block_rows, matmul_dtype, sparse, fields per part, *the parts' tensors,
     flattened) -> (mean over parts of each part's mean loss, (G,) the parts' mean losses, without gradient).
     ``sparse``: the sampled loss hands the weight its gradient as a sparse (V, P) tensor of the rows it touched
     (coalesced: one row per word, :func:`summed_rows`), as ``nn.Embedding(sparse=True)`` does, instead of adding
@@ -191,7 +191,7 @@ class FusedSoftmaxLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, weight, bias, block_rows, matmul_dtype, compiled, sparse, fields, *flat):
+    def forward(ctx, weight, bias, block_rows, matmul_dtype, sparse, fields, *flat):
         part_loss = _full_part if fields == 2 else _sampled_part
         parts = [flat[k : k + fields] for k in range(0, len(flat), fields)]
         # the full softmax's weight gradient is dense; the sampled one's is kept as (ids, rows) pairs until backward
@@ -199,8 +199,7 @@ class FusedSoftmaxLoss(torch.autograd.Function):
         losses, d_hiddens = [], []
         for hidden, *rest in parts:
             scale = 1.0 / (len(parts) * hidden.shape[0])
-            total, d_hidden = part_loss(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, compiled,
-                                        hidden, *rest)
+            total, d_hidden = part_loss(weight, bias, d_weight, d_bias, scale, block_rows, matmul_dtype, hidden, *rest)
             losses.append(total / hidden.shape[0])
             d_hiddens.append(d_hidden)
         ctx.gradients = d_weight, d_bias, d_hiddens  # kept off save_for_backward: handed to autograd, not copied
@@ -231,7 +230,7 @@ class FusedSoftmaxLoss(torch.autograd.Function):
                     d_weight.index_add_(0, ids, rows.mul_(grad))
         else:
             d_weight.mul_(grad)
-        return d_weight, d_bias.mul_(grad), None, None, None, None, None, *inputs
+        return d_weight, d_bias.mul_(grad), None, None, None, None, *inputs
 
 
 def summed_rows(pieces: Sequence[tuple[torch.Tensor, torch.Tensor]], shape: torch.Size,
@@ -254,9 +253,9 @@ def summed_rows(pieces: Sequence[tuple[torch.Tensor, torch.Tensor]], shape: torc
 
 def fused_loss(weight: torch.Tensor, bias: torch.Tensor, parts: Sequence[Sequence[torch.Tensor]],
                block_rows: int = 512, matmul_dtype: torch.dtype | None = None,
-               compiled: bool = False, sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+               sparse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """:class:`FusedSoftmaxLoss` over ``parts`` (all full, or all sampled): (mean loss, (G,) part losses).
-    ``compiled``: each block's elementwise work through ``torch.compile`` (:func:`softmax_block`). ``sparse``: the
+    ``sparse``: the
     sampled loss's weight gradient as a sparse tensor of its rows (the full softmax's is dense either way)."""
     flat = [tensor for part in parts for tensor in part]
-    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, compiled, sparse, len(parts[0]), *flat)
+    return FusedSoftmaxLoss.apply(weight, bias, block_rows, matmul_dtype, sparse, len(parts[0]), *flat)

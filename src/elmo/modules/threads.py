@@ -1,9 +1,8 @@
 """CPU thread policy for inference: small ops on one thread, only big GEMMs on all threads.
 
 Every multi-threaded torch op ends at a fork/join barrier. With small tensors the barrier costs more than the op,
-and when other jobs share the cores it waits for a descheduled thread: on the 2-core development machine with
-other jobs running, a (64, 30, 8) x (8, 48) linear took 34 ms on 2 threads and 0.2 ms on one; the gate math of
-one LSTM step 34 ms vs 1.1 ms. GEMMs with tens of millions of multiply-adds per thread are still worth sharing.
+and when other jobs share the cores it waits for a descheduled thread, which can cost more than the op itself many
+times over. GEMMs with tens of millions of multiply-adds per thread are still worth sharing.
 
 Inside :func:`small_ops_on_one_thread`, torch runs on one thread except within :func:`gemm_threads` blocks that
 are big enough. Outside it (training, user code) both are no-ops. Not for concurrent use from several Python

@@ -1,4 +1,4 @@
-"""Task models that consume ELMo: a CRF sequence tagger (NER) and a max-pooling sentence classifier (SST).
+"""Task models that consume ELMo: a CRF sequence tagger (NER) and max-pooling or BCN sentence classifiers (SST).
 
     from elmo.tasks import TaskConfig, build_runner, load_task_data, train_task
     config = TaskConfig.from_dict(json.load(open("configs/tasks/ner.json")))
@@ -7,15 +7,15 @@
     result = train_task(runner, data, output_dir="runs/ner", bilm_dir="bilm/")
 """
 
-from elmo.tasks.checkpoint import load_task_model, save_task_model
-from elmo.tasks.config import ElmoUseConfig, ModelConfig, TaskConfig, TrainConfig
 from elmo.tasks.conll import TaggedSentence, read_conll
 from elmo.tasks.crf import ConditionalRandomField, bio_allowed_transitions
 from elmo.tasks.data import load_task_data, read_examples
 from elmo.tasks.elmo_features import ActivationCache, CachedElmo
 from elmo.tasks.runner import TaskRunner
 from elmo.tasks.sentence_labels import LabelledSentence, read_labelled_sentences
-from elmo.tasks.training import TaskData, TrainResult, build_runner, train_task
+from elmo.tasks.task_checkpoint import load_task_model, save_task_model
+from elmo.tasks.task_config import ElmoUseConfig, ModelConfig, TaskConfig, TaskTrainConfig
+from elmo.tasks.task_trainer import TaskData, TrainResult, build_runner, train_task
 from elmo.tasks.word_vectors import read_word_vectors, train_word_vectors
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "TaskConfig",
     "TaskData",
     "TaskRunner",
-    "TrainConfig",
+    "TaskTrainConfig",
     "TrainResult",
     "bio_allowed_transitions",
     "build_runner",

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from elmo.atomic_files import write_text_atomic
 from elmo.errors import InputFileError
+from elmo.runtime.atomic_files import write_text_atomic
 from elmo.tasks.files import read_lines
 
 DOCSTART = "-DOCSTART-"

@@ -97,6 +97,11 @@ class ConditionalRandomField(nn.Module):
         return [path_tensor[b, :n].tolist() for b, n in enumerate(lengths)]
 
 
+def is_bio(tags: Sequence[str]) -> bool:
+    """Every tag is ``O``, ``B-X`` or ``I-X`` (only then do :func:`bio_allowed_transitions` apply)."""
+    return all(t == "O" or (t[:2] in ("B-", "I-") and len(t) > 2) for t in tags)
+
+
 def bio_allowed_transitions(tags: Sequence[str]) -> torch.Tensor:
     """(K + 2, K + 2) bool for BIO/IOB2 tags: ``I-X`` only after ``B-X`` or ``I-X``, never first."""
     k = len(tags)

@@ -7,7 +7,7 @@ import random
 
 from elmo.tasks.conll import read_conll
 from elmo.tasks.sentence_labels import read_labelled_sentences
-from elmo.tasks.training import TaskData
+from elmo.tasks.task_trainer import TaskData
 
 
 def read_examples(task: str, path: str | os.PathLike) -> list:

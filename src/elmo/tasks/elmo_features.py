@@ -5,8 +5,8 @@
   the scalar mixes + dropout, over those stored tensors. This saves running the biLM every epoch.
 * on the fly: :class:`elmo.Elmo`, the biLM inside the model (for fine-tuning it, or for data too big to cache).
 
-Both hold their mixes in ``scalar_mixes`` with the same parameter names, so a task checkpoint (saved without the
-biLM weights) loads into either, and both give the same output for the same sentences.
+Both are an :class:`~elmo.modules.elmo.ElmoHead` (the mixes, dropout and their penalty), so a task checkpoint
+(saved without the biLM weights) loads into either, and both give the same output for the same sentences.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from elmo.embed import Embedder
+from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
-from elmo.modules.elmo import Elmo
-from elmo.modules.scalar_mix import ScalarMix
+from elmo.modules.elmo import Elmo, ElmoHead
 
 log = logging.getLogger(__name__)
 
@@ -42,40 +41,15 @@ def mix_initial_weights(num_layers: int, layers: str) -> list[float] | None:
     raise ValueError(f"elmo layers must be 'all' or 'top', got {layers!r}")
 
 
-class CachedElmo(nn.Module):
-    """Scalar mixes + dropout over precomputed biLM layers; the same computation as :class:`elmo.Elmo`'s head."""
-
-    def __init__(
-        self,
-        num_layers: int,
-        num_output_representations: int,
-        dropout: float = 0.5,
-        do_layer_norm: bool = False,
-        scalar_mix_parameters: Sequence[float] | None = None,
-    ) -> None:
-        super().__init__()
-        self.scalar_mixes = nn.ModuleList(
-            ScalarMix(
-                num_layers,
-                do_layer_norm=do_layer_norm,
-                initial_weights=scalar_mix_parameters,
-                trainable=scalar_mix_parameters is None,
-            )
-            for _ in range(num_output_representations)
-        )
-        self.dropout = nn.Dropout(dropout)
+class CachedElmo(ElmoHead):
+    """:class:`ElmoHead` over precomputed biLM layers: the same computation as :class:`elmo.Elmo` without the biLM."""
 
     def forward(self, layers: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
         """layers (B, L+1, T, D), mask (B, T) -> ``num_output_representations`` tensors (B, T, D)."""
-        per_layer = list(layers.unbind(dim=1))  # L+1 x (B, T, D)
-        return [self.dropout(mix(per_layer, mask)) for mix in self.scalar_mixes]
-
-    def scalar_mix_penalty(self, coefficient: float) -> torch.Tensor:
-        total = sum((mix.scalar_parameters**2).sum() for mix in self.scalar_mixes)
-        return coefficient * torch.as_tensor(total)
+        return self.mix(list(layers.unbind(dim=1)), mask)
 
 
-def elmo_representations(elmo: nn.Module, mask: torch.Tensor, elmo_ids=None, elmo_layers=None) -> list[torch.Tensor]:
+def elmo_representations(elmo: ElmoHead, mask: torch.Tensor, elmo_ids=None, elmo_layers=None) -> list[torch.Tensor]:
     """Run either form: :class:`CachedElmo` on ``elmo_layers`` (B, L+1, T, D) or :class:`Elmo` on ``elmo_ids``."""
     if isinstance(elmo, CachedElmo):
         if elmo_layers is None:
@@ -206,12 +180,3 @@ def pad_layers(arrays: Sequence[np.ndarray]) -> torch.Tensor:
     for b, a in enumerate(arrays):
         out[b, :, : a.shape[1]] = a
     return torch.from_numpy(out)
-
-
-def elmo_widths(elmo: nn.Module | None, elmo_dim: int) -> tuple[int, int]:
-    """Extra input width ELMo adds to a task model at the encoder input and at its output.
-
-    One mix means ELMo at the input only; two mean input and output (each mix has width ``elmo_dim``).
-    """
-    n_mixes = len(elmo.scalar_mixes) if elmo is not None else 0
-    return (elmo_dim if n_mixes >= 1 else 0), (elmo_dim if n_mixes == 2 else 0)

@@ -1,4 +1,4 @@
-"""File helpers of the task models: checksums and line-numbered reading (atomic writes are in elmo.atomic_files)."""
+"""File helpers of the task models: checksums and line-numbered reading (atomic writes: elmo.runtime.atomic_files)."""
 
 from __future__ import annotations
 

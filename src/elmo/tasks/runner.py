@@ -12,10 +12,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from elmo.tasks.batching import TaskBatch, make_batch, tag_targets
-from elmo.tasks.config import TaskConfig
 from elmo.tasks.elmo_features import ActivationCache, CachedElmo
 from elmo.tasks.metrics import accuracy, conll_f1
+from elmo.tasks.task_batches import TaskBatch, make_batch, tag_targets
+from elmo.tasks.task_config import TaskConfig
 from elmo.tasks.word_index import LabelIndex, WordIndex
 
 

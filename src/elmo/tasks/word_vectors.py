@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from elmo.atomic_files import write_atomic
 from elmo.errors import InputFileError
+from elmo.runtime.atomic_files import write_atomic
 from elmo.tasks.files import read_lines
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,52 @@
+"""Command line: argument parsing over the Python API (``elmo --help``); errors become one ``elmo: error:`` line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from elmo.cli.embed_commands import add_embed_commands
+from elmo.cli.task_commands import add_task_commands
+from elmo.cli.train_commands import add_train_commands
+from elmo.errors import ElmoError, Interrupted
+from elmo.settings import SettingError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="elmo", description="ELMo: embed text, train and evaluate biLMs.")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only print warnings and errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_embed_commands(commands)  # embed, convert, dump-token-embeddings, demo
+    add_train_commands(commands)  # vocab, train, finetune, perplexity, export
+    add_task_commands(commands)  # task train | evaluate | word-vectors
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    try:
+        return args.func(args)
+    except Interrupted as e:
+        print(f"elmo: {e}", file=sys.stderr)
+        return e.exit_code
+    except ElmoError as e:
+        if args.debug:
+            raise
+        print(f"elmo: error: {e.command_line if isinstance(e, SettingError) else e}", file=sys.stderr)
+        return e.exit_code
+    except OSError as e:  # a file we could not read or write: disk full, file-size limit, permissions
+        if args.debug:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"elmo: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("elmo: interrupted", file=sys.stderr)
+        return 130

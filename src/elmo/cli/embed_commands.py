@@ -1,0 +1,106 @@
+"""``elmo embed``, ``convert``, ``dump-token-embeddings`` and ``demo``: commands that run a biLM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from elmo.cli.model_args import add_model_args, load_model
+from elmo.cli.setting_flags import add_setting_flags, settings_from_args
+from elmo.embedding.embed_options import EmbedOptions, OutputOptions
+
+log = logging.getLogger("elmo")
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from elmo.embedding.embed_progress import EmbedProgress
+    from elmo.embedding.embedder import Embedder
+    from elmo.runtime.distributed import join_for_barriers, shutdown
+    from elmo.runtime.interrupts import stop_on_signals
+
+    options = EmbedOptions(**settings_from_args(EmbedOptions, args))
+    output = OutputOptions(output_layers=args.layers, **settings_from_args(OutputOptions, args))
+    show_progress = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    ranks = join_for_barriers()
+    try:
+        embedder = Embedder(load_model(args), options, device=args.device or ranks.default_device())
+        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress and not args.quiet, ranks, stop) as bar:
+            count = embedder.embed_file(args.input, args.output, output, resume=args.resume, ranks=ranks, progress=bar)
+    finally:
+        shutdown()
+    if ranks.is_main:
+        log.info("embedded %d sentences into %s", count, args.output)
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from elmo.formats.model_files import save_bilm
+
+    bilm = load_model(args)
+    save_bilm(bilm, args.output, native=args.to == "native")
+    log.info("wrote %s model to %s", args.to, args.output)
+    return 0
+
+
+def cmd_dump_token_embeddings(args: argparse.Namespace) -> int:
+    from elmo.embedding.token_table import dump_token_embeddings
+
+    bilm = load_model(args)
+    count = dump_token_embeddings(bilm, args.vocab, args.output, batch_size=args.batch_size)
+    log.info("wrote %d token vectors to %s", count, args.output)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from elmo.embedding.demo import run_demo
+
+    print(run_demo(load_model(args), args.output_dir))
+    return 0
+
+
+def add_embed_commands(commands) -> None:
+    embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5")
+    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line (UTF-8)")
+    embed.add_argument("output", help="HDF5 file to write (replaced atomically when done)")
+    which = embed.add_mutually_exclusive_group(required=True)
+    which.add_argument("--all", dest="layers", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
+    which.add_argument("--top", dest="layers", action="store_const", const="top", help="top layer: (n, 2P)")
+    which.add_argument("--average", dest="layers", action="store_const", const="average", help="mean of layers")
+    add_model_args(embed)
+    add_setting_flags(embed, EmbedOptions, ["batch_size", "stateful"])
+    add_setting_flags(embed, OutputOptions, ["use_sentence_keys", "forget_sentences"])
+    embed.add_argument(
+        "--device", default=None, help="torch device (default: cuda[:LOCAL_RANK] if available, else cpu)"
+    )
+    speed = embed.add_argument_group("speed and scale")
+    add_setting_flags(speed, EmbedOptions, ["precision", "max_tokens_per_batch", "chunk_size", "vocab_cache"])
+    speed.add_argument("--resume", action="store_true",
+                       help="continue an interrupted run of the same command, computing only what is missing")
+    add_setting_flags(speed, OutputOptions, ["output_dtype", "errors"])
+    speed.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                       help="progress bar with sentences/s and tokens/s (auto: when stderr is a terminal)")
+    embed.set_defaults(func=cmd_embed)
+
+    convert = commands.add_parser("convert", help="convert a model between the original and the native format")
+    add_model_args(convert)
+    convert.add_argument("output", help="output directory")
+    convert.add_argument(
+        "--to", choices=("hdf5", "native"), default="native", help="hdf5: options.json + weights.hdf5; "
+        "native: config.json + model.safetensors (default)"
+    )
+    convert.set_defaults(func=cmd_convert)
+
+    dump = commands.add_parser(
+        "dump-token-embeddings", help="precompute the token layer for a vocabulary (for token-input biLMs)"
+    )
+    add_model_args(dump)
+    dump.add_argument("--vocab", required=True, help="vocabulary file, one token per line")
+    dump.add_argument("output", help="HDF5 file to write (dataset 'embedding', one row per vocabulary line)")
+    dump.add_argument("--batch-size", type=int, default=1024, help="tokens per batch (default 1024)")
+    dump.set_defaults(func=cmd_dump_token_embeddings)
+
+    demo = commands.add_parser("demo", help="embed example sentences; show one word's vectors differ by context")
+    add_model_args(demo)
+    demo.add_argument("--output-dir", default="runs/demo", help="where to write the sentences and embeddings")
+    demo.set_defaults(func=cmd_demo)

@@ -1,0 +1,38 @@
+"""``--model`` / ``--options-file`` / ``--weight-file``: the biLM that embed, convert, dump and demo run."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from elmo.errors import ElmoError
+
+log = logging.getLogger("elmo")
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model (default: the small demo biLM shipped with the package)")
+    group.add_argument(
+        "--model",
+        help="model directory (options.json + weights.hdf5, or config.json + model.safetensors), or the name of a "
+        "published model: original, 5.5B, medium, small (downloaded once into $ELMO_HOME)",
+    )
+    group.add_argument("--options-file", help="original options.json")
+    group.add_argument("--weight-file", help="original weights.hdf5")
+
+
+def load_model(args: argparse.Namespace):
+    """The biLM the model flags name."""
+    from elmo.formats.model_files import load_bilm
+    from elmo.formats.published import demo_model_dir, resolve_model
+
+    if args.model and (args.options_file or args.weight_file):
+        raise ElmoError("give either --model or --options-file/--weight-file, not both")
+    if args.model:
+        return load_bilm(resolve_model(args.model))
+    if args.options_file or args.weight_file:
+        if not (args.options_file and args.weight_file):
+            raise ElmoError("--options-file and --weight-file go together")
+        return load_bilm(options_file=args.options_file, weight_file=args.weight_file)
+    log.info("no model given: using the small demo biLM shipped with the package (see --model)")
+    return load_bilm(demo_model_dir())

@@ -1,0 +1,65 @@
+"""Command-line flags made from the settings of a configuration dataclass (:func:`elmo.settings.setting`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import inspect
+import json
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from elmo.settings import flag_of, settings_of
+
+
+def add_setting_flags(
+    parser: Any, cls: type, names: Sequence[str] | None = None, from_preset: bool = False,
+) -> None:
+    """One flag per setting of ``cls`` (or per name in ``names``, in that order) on ``parser`` or an argument group.
+
+    Without ``from_preset`` an absent flag gives the field's default, which its help shows. With it, an absent flag
+    is None, so the preset's value stands; the help names the preset key and the default of a preset without it.
+    """
+    fields = {f.name: f for f in settings_of(cls)}
+    types = typing.get_type_hints(cls)
+    for name in names or list(fields):
+        field, kind = fields[name], types[name]
+        flag = flag_of(cls, name)
+        options: dict[str, Any] = {"dest": name, "default": None if from_preset else field.default,
+                                   "help": _help(field, from_preset)}
+        if field.metadata["const"] is not None:
+            options.update(action="store_const", const=field.metadata["const"])
+        elif kind is bool:
+            options["action"] = argparse.BooleanOptionalAction if from_preset or field.default else "store_true"
+        else:
+            choices = field.metadata["choices"]
+            if isinstance(kind, type) and issubclass(kind, enum.Enum):
+                choices, kind = [member.value for member in kind], str
+            metavar = field.metadata["metavar"] or (None if choices else flag.lstrip("-").replace("-", "_").upper())
+            options.update(type=kind, choices=choices, metavar=metavar)
+        parser.add_argument(flag, **options)
+
+
+def add_parameter_flag(parser: Any, flag: str, function: Callable, help: str, **options: Any) -> None:
+    """A flag passed on to ``function``'s parameter of the same name: that parameter's default is the flag's."""
+    default = inspect.signature(function).parameters[flag.lstrip("-").replace("-", "_")].default
+    options.setdefault("type", type(default))
+    parser.add_argument(flag, default=default, help=f"{help} (default: {default})".replace("%", "%%"), **options)
+
+
+def settings_from_args(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``cls`` that ``args`` holds a value for (absent preset flags are None and left out)."""
+    return {f.name: getattr(args, f.name) for f in settings_of(cls) if getattr(args, f.name, None) is not None}
+
+
+def _help(field: dataclasses.Field, from_preset: bool) -> str:
+    text = field.metadata["help"].replace("%", "%%")
+    default = field.default.value if isinstance(field.default, enum.Enum) else field.default
+    shown = json.dumps(default) if isinstance(default, bool) else str(default)
+    if from_preset:
+        return f"{text} (default: the preset's {field.name}, else {shown})"
+    if isinstance(default, bool) and field.metadata["const"] is None:
+        return text  # a switch: off unless given
+    return f"{text} (default: {shown})"

@@ -1,0 +1,106 @@
+"""``elmo task train | evaluate | word-vectors``: task models consuming ELMo (:mod:`elmo.tasks`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from elmo.cli.setting_flags import add_parameter_flag
+from elmo.errors import ElmoError
+from elmo.tasks.data import load_task_data
+from elmo.tasks.word_vectors import train_word_vectors
+
+log = logging.getLogger("elmo")
+
+
+def cmd_task_train(args: argparse.Namespace) -> int:
+    from elmo.tasks import build_runner, train_task
+    from elmo.tasks.task_config import read_task_config
+
+    config = read_task_config(args.config)
+    if config.task != args.task:
+        raise ElmoError(f"{args.config} is a '{config.task}' config, but the command says '{args.task}'")
+    overrides = {"train.seed": args.seed, "train.epochs": args.epochs}
+    if args.no_elmo:
+        overrides["elmo.enabled"] = False
+    if args.on_the_fly:
+        overrides["elmo.cached"] = False
+    config = config.replace(**{k: v for k, v in overrides.items() if v is not None})
+    data = load_task_data(
+        args.task, args.train, args.dev, args.test, args.train_fraction, args.limit, seed=config.train.seed
+    )
+    progress = not args.quiet
+    runner = build_runner(config, data, args.word_vectors, args.bilm, args.cache, args.device, progress)
+    result = train_task(runner, data, args.output, args.bilm, progress)
+    test = "" if result.test_score is None else f", test {result.test_score:.2f}"
+    log.info("best epoch %d: dev %.2f%s; model in %s", result.best_epoch, result.dev_score, test, args.output)
+    return 0
+
+
+def cmd_task_evaluate(args: argparse.Namespace) -> int:
+    from elmo.tasks import load_task_model, read_examples
+    from elmo.tasks.task_trainer import write_predictions
+
+    cached = False if args.on_the_fly else None  # None: as trained
+    runner = load_task_model(args.model, args.bilm, cached, device=args.device, progress=not args.quiet)
+    examples = read_examples(runner.config.task, args.input)
+    predicted = runner.predict(examples, progress=not args.quiet)
+    output = Path(args.predictions or Path(args.model) / f"predictions.{Path(args.input).name}")
+    write_predictions(runner, output, examples, predicted)
+    metric = "f1" if runner.is_tagger else "accuracy"
+    print(json.dumps({"input": str(args.input), metric: round(runner.score(examples, predicted), 4),
+                      "sentences": len(examples), "predictions": str(output)}))
+    return 0
+
+
+def cmd_task_word_vectors(args: argparse.Namespace) -> int:
+    count = train_word_vectors(args.corpus, args.output, dim=args.dim, algorithm=args.algorithm,
+                               min_count=args.min_count, epochs=args.epochs, seed=args.seed, workers=args.workers)
+    log.info("wrote %d word vectors to %s", count, args.output)
+    return 0
+
+
+def add_task_commands(commands) -> None:
+    task = commands.add_parser("task", help="train and evaluate task models (NER tagger, sentence classifier)")
+    sub = task.add_subparsers(dest="task_command", required=True, metavar="TASK_COMMAND")
+
+    train = sub.add_parser("train", help="train a task model, with or without ELMo")
+    train.add_argument("task", choices=("ner", "sst"), help="ner: CoNLL tagging (CRF); sst: label TAB sentence")
+    train.add_argument("--config", required=True, help="task config JSON (configs/tasks/*.json)")
+    train.add_argument("--train", required=True, help="training file")
+    train.add_argument("--dev", required=True, help="dev file (selects the best epoch)")
+    train.add_argument("--test", help="test file, scored with the dev-selected model")
+    train.add_argument("--output", required=True, help="directory for the checkpoint, predictions and result.json")
+    train.add_argument("--bilm", help="biLM model directory (needed unless --no-elmo)")
+    train.add_argument("--word-vectors", help="word2vec text file (from 'elmo task word-vectors'); default random")
+    train.add_argument("--cache", help="HDF5 file caching biLM activations across runs (default: in memory)")
+    train.add_argument("--no-elmo", action="store_true", help="the baseline: same model without ELMo")
+    train.add_argument("--on-the-fly", action="store_true", help="run the biLM every batch instead of caching")
+    train.add_argument("--seed", type=int, help="override train.seed")
+    train.add_argument("--epochs", type=int, help="override train.epochs")
+    add_parameter_flag(train, "--train-fraction", load_task_data, "random fraction of the training data")
+    train.add_argument("--limit", type=int, help="at most this many sentences per split (smoke tests)")
+    train.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    train.set_defaults(func=cmd_task_train)
+
+    evaluate = sub.add_parser("evaluate", help="predict and score any file with a trained task model")
+    evaluate.add_argument("--model", required=True, help="task model directory (from 'elmo task train')")
+    evaluate.add_argument("--input", required=True, help="CoNLL file (ner) or label TAB sentence file (sst)")
+    evaluate.add_argument("--predictions", help="output file (default: MODEL/predictions.<input name>)")
+    evaluate.add_argument("--bilm", help="biLM directory, if not where it was at training time")
+    evaluate.add_argument("--on-the-fly", action="store_true", help="run the biLM inside the model")
+    evaluate.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    evaluate.set_defaults(func=cmd_task_evaluate)
+
+    vectors = sub.add_parser("word-vectors", help="train baseline word vectors (gensim) on the biLM's corpus")
+    vectors.add_argument("--corpus", required=True, help="text file, one tokenised sentence per line (.gz ok)")
+    vectors.add_argument("--output", required=True, help="word2vec text file to write")
+    add_parameter_flag(vectors, "--dim", train_word_vectors, "vector size")
+    add_parameter_flag(vectors, "--algorithm", train_word_vectors, "skip-gram model", choices=("word2vec", "fasttext"))
+    add_parameter_flag(vectors, "--min-count", train_word_vectors, "ignore rarer words")
+    add_parameter_flag(vectors, "--epochs", train_word_vectors, "passes over the corpus")
+    add_parameter_flag(vectors, "--seed", train_word_vectors, "random seed")
+    add_parameter_flag(vectors, "--workers", train_word_vectors, "threads")
+    vectors.set_defaults(func=cmd_task_word_vectors)

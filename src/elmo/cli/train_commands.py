@@ -1,0 +1,141 @@
+"""``elmo vocab``, ``train``, ``finetune``, ``perplexity`` and ``export``: training biLM language models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from elmo.cli.setting_flags import add_parameter_flag, add_setting_flags, settings_from_args
+from elmo.precision import Precision
+from elmo.training.perplexity import model_perplexity
+from elmo.training.train_config import TrainConfig
+from elmo.training.vocab_counts import vocabulary_from_counts
+
+log = logging.getLogger("elmo")
+
+
+def cmd_vocab(args: argparse.Namespace) -> int:
+    from elmo.training.corpus import expand_shards
+    from elmo.training.vocab_counts import count_words
+
+    counts = count_words(expand_shards(args.corpus))
+    vocab = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
+    vocab.save(args.output)
+    log.info("wrote %d words (%d distinct in the corpus, %d tokens) to %s", len(vocab), len(counts),
+             sum(counts.values()), args.output)
+    return 0
+
+
+def _train_spec(args: argparse.Namespace, resume: bool, fine_tuning: bool = False):
+    from elmo.training.presets import run_preset
+    from elmo.training.trainer import TrainSpec
+
+    overrides = settings_from_args(TrainConfig, args)
+    config, train = run_preset(args.config, overrides, args.out, resume, fine_tuning)
+    return TrainSpec(
+        config=config, train=train, vocab_path=Path(args.vocab), train_patterns=args.train, run_dir=Path(args.out),
+        valid_path=Path(args.valid) if args.valid else None, max_steps=args.max_steps, resume=resume,
+        device=args.device, progress=not args.no_progress,
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from elmo.runtime.distributed import init_distributed, shutdown
+    from elmo.runtime.memory import keep_freed_memory
+    from elmo.training.trainer import train
+
+    spec = _train_spec(args, args.resume)
+    keep_freed_memory()
+    info, device = init_distributed(args.device)
+    try:
+        state = train(spec, info, device)
+    finally:
+        shutdown()
+    log.info("done: step %d, %d tokens", state.step, state.tokens)
+    return 0
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from elmo.runtime.memory import keep_freed_memory
+    from elmo.training.finetune import FINETUNE_FILE, finetune
+
+    keep_freed_memory()
+    result = finetune(_train_spec(args, resume=False, fine_tuning=True), args.model)
+    if result["before"] is not None:  # with --valid
+        log.info("held-out perplexity before %.2f, after %.2f (geometric mean of both directions; %s)",
+                 result["before"]["geometric_mean"], result["after"]["geometric_mean"],
+                 Path(args.out) / FINETUNE_FILE)
+    return 0
+
+
+def cmd_perplexity(args: argparse.Namespace) -> int:
+    result = model_perplexity(args.model, args.data, args.vocab, rows=args.rows, unroll_steps=args.unroll_steps,
+                              device=args.device)
+    if args.json:
+        out = result.to_dict()
+        print(json.dumps({k: out[k] for k in ("forward", "backward", "geometric_mean", "arithmetic_mean", "tokens")}))
+    else:
+        print(result.summary())
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from elmo.training.run_files import export_run
+
+    out = export_run(args.run_dir, args.out_dir)
+    log.info("exported %s to %s (options.json, weights.hdf5, softmax.hdf5, vocab.txt)", args.run_dir, out)
+    return 0
+
+
+def _add_train_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="preset (original, small, cpu, ptb, tiny) or JSON file")
+    parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs")
+    parser.add_argument("--vocab", required=True, help="vocabulary file from `elmo vocab` (<S>, </S>, <UNK> first)")
+    parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")
+    parser.add_argument("--valid", help="held-out file for full-softmax perplexity during and after training")
+    parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (default: from n_epochs)")
+    parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    keys = parser.add_argument_group("preset keys (each flag replaces the preset's value)")
+    add_setting_flags(keys, TrainConfig, from_preset=True)
+    for flag, precision in (("--bf16", Precision.BF16), ("--no-bf16", Precision.FP32)):  # earlier spellings
+        keys.add_argument(flag, dest="precision", action="store_const", const=precision.value, help=argparse.SUPPRESS)
+
+
+def add_train_commands(commands) -> None:
+    vocab = commands.add_parser("vocab", help="count words in a corpus and write a training vocabulary")
+    vocab.add_argument("corpus", nargs="+", help="text shards (plain or .gz) or quoted globs, one sentence per line")
+    vocab.add_argument("-o", "--output", required=True, help="vocabulary file to write")
+    add_parameter_flag(vocab, "--min-count", vocabulary_from_counts, "drop words seen fewer times")
+    vocab.add_argument("--max-size", type=int, help="at most this many lines, the 3 special tokens included")
+    vocab.set_defaults(func=cmd_vocab)
+
+    train = commands.add_parser("train", help="train a biLM language model (torchrun for several processes)")
+    _add_train_args(train)
+    train.add_argument(
+        "--resume", action="store_true",
+        help="continue the run in --out from its newest checkpoint (--config defaults to the run's own)",
+    )
+    train.set_defaults(func=cmd_train)
+
+    finetune = commands.add_parser("finetune", help="continue LM training of a published/exported model on new text")
+    finetune.add_argument("--model", required=True, help="model directory (options.json + weights.hdf5, softmax.hdf5)")
+    _add_train_args(finetune)
+    finetune.set_defaults(func=cmd_finetune)
+
+    ppl = commands.add_parser("perplexity", help="full-softmax perplexity of a run or an export on a text file")
+    ppl.add_argument("--model", required=True, help="run directory or export directory")
+    ppl.add_argument("--data", required=True, help="text file, one tokenised sentence per line")
+    ppl.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
+    add_parameter_flag(ppl, "--rows", model_perplexity, "parallel contiguous streams (1: one stream)")
+    add_parameter_flag(ppl, "--unroll-steps", model_perplexity, "window length (state carries across)")
+    ppl.add_argument("--device", help="torch device (default cpu)")
+    ppl.add_argument("--json", action="store_true", help="print one JSON object")
+    ppl.set_defaults(func=cmd_perplexity)
+
+    export = commands.add_parser("export", help="write a run's newest checkpoint as options.json + weights.hdf5")
+    export.add_argument("run_dir", help="training run directory")
+    export.add_argument("out_dir", help="directory to write")
+    export.set_defaults(func=cmd_export)

@@ -1,0 +1,61 @@
+"""The settings of embedding: how the biLM runs (:class:`EmbedOptions`) and what a file job writes
+(:class:`OutputOptions`). The Python API and ``elmo embed`` share these defaults and checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elmo.embedding.text_input import ENCODING_ERRORS
+from elmo.precision import Precision, parse_precision
+from elmo.settings import check_at_least, check_choice, setting
+
+OUTPUT_LAYERS = ("all", "top", "average")
+OUTPUT_DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    """How :class:`~elmo.embedding.embedder.Embedder` runs the biLM."""
+
+    batch_size: int = setting(64, "most sentences per batch")
+    stateful: bool = setting(
+        False, "carry LSTM states across batches row by row like the original (batches in file order)"
+    )
+    """Default off: every sentence starts from zero states, so its vectors do not depend on the other sentences,
+    and batches can be sorted by length."""
+    precision: Precision = setting(
+        Precision.FP32, "fp32 (exact) or bf16 weights (fast on AVX512-BF16/AMX CPUs and GPUs; cosine > 0.999)"
+    )
+    max_tokens_per_batch: int = setting(
+        4096, "stateless runs: most padded tokens per batch, sentences sorted by length"
+    )
+    """Sentence boundaries included."""
+    chunk_size: int = setting(4096, "lines read, sorted and saved together: the unit of --resume and of ranks")
+    vocab_cache: int = setting(0, "keep the token-layer vectors of up to N words across batches (0: off)", metavar="N")
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "batch_size", "max_tokens_per_batch", "chunk_size")
+        check_at_least(self, 0, "vocab_cache")
+        object.__setattr__(self, "precision", parse_precision(self.precision))
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """What :meth:`~elmo.embedding.embedder.Embedder.embed_file` writes (layouts: see ``elmo.embedding.embedder``)."""
+
+    output_layers: str = "all"
+    """"all" (L + 1, n, 2P), "top" (n, 2P) or "average" (n, 2P)."""
+    use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
+    forget_sentences: bool = setting(False, "do not write the sentence_to_index dataset")
+    output_dtype: str = setting("float32", "dtype of the stored vectors (float16 halves the file)",
+                                choices=OUTPUT_DTYPES)
+    """Computation is unaffected."""
+    errors: str = setting(
+        "strict", "a line that is not UTF-8: strict = stop with its line number, replace = use U+FFFD",
+        choices=ENCODING_ERRORS,
+    )
+
+    def __post_init__(self) -> None:
+        check_choice(self, "output_layers", OUTPUT_LAYERS)
+        check_choice(self, "output_dtype", OUTPUT_DTYPES)
+        check_choice(self, "errors", ENCODING_ERRORS)

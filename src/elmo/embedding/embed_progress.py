@@ -1,0 +1,34 @@
+"""The ``progress`` callback of an embed job: a tqdm bar over this rank's sentences, with tokens/s.
+
+Called after every batch, it is also where a stop request (SIGINT/SIGTERM) ends the job between batches.
+"""
+
+from __future__ import annotations
+
+from tqdm import tqdm
+
+from elmo.runtime.distributed import DistInfo
+from elmo.runtime.interrupts import StopRequest
+
+
+class EmbedProgress:
+    """Use as ``with EmbedProgress(show, ranks, stop) as progress: embedder.embed_file(..., progress=progress)``."""
+
+    def __init__(self, show: bool, ranks: DistInfo, stop: StopRequest) -> None:
+        name = f"rank {ranks.rank}" if ranks.world_size > 1 else "embed"
+        self.bar = tqdm(unit=" sentences", disable=not show, position=ranks.local_rank, desc=name, smoothing=0.1)
+        self.tokens = 0
+        self.stop = stop
+
+    def __call__(self, sentences: int, tokens: int) -> None:
+        self.stop.raise_if_requested()
+        self.tokens += tokens
+        self.bar.update(sentences)
+        elapsed = self.bar.format_dict["elapsed"] or 1e-9
+        self.bar.set_postfix_str(f"{self.tokens / elapsed:,.0f} tokens/s", refresh=False)
+
+    def __enter__(self) -> EmbedProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()

@@ -1,0 +1,230 @@
+"""Embed tokenised text with a biLM: the Python API and the ``elmo embed`` job.
+
+Output layout (compatible with ``allennlp elmo`` and bilm-tf ``dump_bilm_embeddings``): one dataset per input
+line, keyed by the line index ("0", "1", ...) or by the sentence itself, of shape
+
+    --all      (L + 1, n_tokens, 2P)   layer 0 = token layer duplicated for both directions
+    --top      (n_tokens, 2P)
+    --average  (n_tokens, 2P)          mean of the L + 1 layers
+
+plus ``sentence_to_index``: a (1,) string dataset holding a JSON object sentence -> key. An empty line gives
+an empty (L + 1, 0, 2P) entry.
+
+How a file is processed (``Embedder.embed_file``): lines are read lazily in chunks of ``chunk_size``; a stateless
+run sorts each chunk by length and cuts it into batches of at most ``max_tokens_per_batch`` padded tokens (a
+sentence's vectors do not depend on its batch), a stateful one keeps the file order. Each finished chunk is
+written as a part file (``elmo.embedding.parts``), which makes ``resume`` and ``torchrun`` ranks possible; the
+parts are merged into the output at the end, atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN
+from elmo.embedding.batch_plan import ordered_batches, token_budget_batches
+from elmo.embedding.embed_options import EmbedOptions, OutputOptions
+from elmo.embedding.parts import Parts
+from elmo.embedding.text_input import Line, read_lines
+from elmo.embedding.token_layer_cache import TokenVectors
+from elmo.errors import ElmoError, InputFileError
+from elmo.modules.bilm import BiLM, StatefulBiLM
+from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.sequence import remove_sentence_boundaries
+from elmo.modules.threads import small_ops_on_one_thread
+from elmo.precision import for_precision
+from elmo.runtime.distributed import DistInfo
+
+Progress = Callable[[int, int], None]
+"""Called after each batch with (sentences, tokens) done in it."""
+
+
+class Embedder:
+    """Runs a character-input biLM over sentences and returns every layer without the sentence boundaries.
+
+    ``options`` (default :class:`EmbedOptions`) says how; keyword arguments replace single options of it
+    (``Embedder(bilm, batch_size=16)``). ``device``: where to run (default: CUDA when available, else CPU).
+    """
+
+    def __init__(
+        self, bilm: BiLM, options: EmbedOptions | None = None, device: str | torch.device | None = None,
+        **overrides: Any,
+    ) -> None:
+        if not isinstance(bilm.token_encoder, CharCNNEncoder):
+            raise ValueError("Embedder needs a character-input biLM")
+        self.bilm = bilm
+        self.options = dataclasses.replace(options or EmbedOptions(), **overrides)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = for_precision(self.bilm.to(self.device).eval(), self.options.precision, self.device)
+        self._stateful = StatefulBiLM(self.model) if self.options.stateful else None
+        self._token_vectors = TokenVectors(self.model.token_encoder, self.options.vocab_cache)
+
+    def _chunk_size(self, batch_size: int | None = None) -> int:
+        """Stateful runs need whole batches per chunk, so that batch i is the same as without chunks."""
+        chunk_size = self.options.chunk_size
+        if not self.options.stateful:
+            return chunk_size
+        batch_size = batch_size or self.options.batch_size
+        return -(-chunk_size // batch_size) * batch_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.model.num_layers
+
+    @property
+    def output_dim(self) -> int:
+        return self.model.output_dim
+
+    @torch.inference_mode()
+    def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
+        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
+        if not sentences:
+            return []
+        with small_ops_on_one_thread(self.device):
+            tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
+            run = self._stateful.contextualize if self._stateful is not None else self.model.contextualize
+            out = run(tokens, mask)
+            layers = [remove_sentence_boundaries(x, out.mask)[0] for x in out.layers]
+            layers = torch.stack(layers, dim=1).float().cpu().numpy()  # (B, L+1, T, 2P)
+        return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
+
+    def _token_layer(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors of ``<S> sentence </S>`` per row, (B, T+2, P), and the mask (B, T+2); padding is zero."""
+        rows = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
+        words = list(dict.fromkeys(w for row in rows for w in row))  # distinct, in order of appearance
+        vectors = self._token_vectors(words)  # (U, P)
+        position = {w: i + 1 for i, w in enumerate(words)}  # 0 = padding
+        width = max(len(row) for row in rows)
+        index = torch.zeros(len(rows), width, dtype=torch.long)  # (B, T+2)
+        for b, row in enumerate(rows):
+            index[b, : len(row)] = torch.tensor([position[w] for w in row])
+        index = index.to(vectors.device)
+        table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (U+1, P)
+        return table[index], index > 0
+
+    def embed_sentence(self, sentence: list[str]) -> np.ndarray:
+        """One tokenised sentence -> (L + 1, n_tokens, 2P)."""
+        return next(self.embed_sentences([list(sentence)]))
+
+    def embed_sentences(
+        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
+    ) -> Iterator[np.ndarray]:
+        """Lazily embed many sentences (a generator); results come in input order.
+
+        ``batch_size`` overrides the embedder's for this call. Memory: one chunk of results at a time.
+        """
+        iterator = iter(sentences)
+        while chunk := [list(s) for s in islice(iterator, self._chunk_size(batch_size))]:
+            results: list[np.ndarray | None] = [None] * len(chunk)
+            for i, layers in self._embed_unordered(chunk, progress, batch_size):
+                results[i] = layers
+            yield from results  # type: ignore[misc]
+
+    def _embed_unordered(
+        self, sentences: list[list[str]], progress: Progress | None, batch_size: int | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run."""
+        lengths = [len(s) for s in sentences]
+        batch_size = batch_size or self.options.batch_size
+        if self.options.stateful:
+            batches = ordered_batches(lengths, batch_size)
+        else:
+            batches = token_budget_batches(lengths, self.options.max_tokens_per_batch, batch_size)
+            empty = np.zeros((self.num_layers, 0, self.output_dim), dtype=np.float32)
+            yield from ((i, empty) for i, n in enumerate(lengths) if n == 0)
+        for batch in batches:
+            yield from zip(batch, self.embed_batch([sentences[i] for i in batch]))
+            if progress is not None:
+                progress(len(batch), sum(lengths[i] for i in batch))
+
+    def embed_file(
+        self,
+        input_path: str | os.PathLike,
+        output_path: str | os.PathLike,
+        output: OutputOptions | None = None,
+        resume: bool = False,
+        ranks: DistInfo | None = None,
+        progress: Progress | None = None,
+        **overrides: Any,
+    ) -> int:
+        """Embed every line of ``input_path`` into the HDF5 file ``output_path``; returns the number of lines.
+
+        Args:
+            output: what to write (default :class:`OutputOptions`); keyword arguments replace single options of
+                it (``output_layers="top"``).
+            resume: continue an interrupted run of the same command: only missing chunks are computed.
+            ranks: this process's share of a ``torchrun`` job (default: the only process).
+        """
+        output = dataclasses.replace(output or OutputOptions(), **overrides)
+        ranks = ranks or DistInfo()
+        if self.options.stateful and (resume or ranks.world_size > 1):
+            raise ElmoError("--stateful runs carry state through the whole file: they cannot --resume or use torchrun")
+        input_path, output_path = Path(input_path), Path(output_path)
+        if not input_path.is_file():
+            raise InputFileError(f"{input_path}: no such input file")
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        parts = Parts(output_path, self._manifest(input_path, output))
+        if ranks.is_main:
+            parts.prepare(resume)
+        ranks.barrier()
+        seen_keys: set[str] = set()
+        n_lines = n_chunks = 0
+        lines = read_lines(input_path, output.errors)
+        try:
+            while chunk := list(islice(lines, self._chunk_size())):
+                keys = [self._key(line, output.use_sentence_keys, seen_keys, input_path) for line in chunk]
+                if ranks.owns(n_chunks) and not parts.done(n_chunks):
+                    with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
+                        for i, layers in self._embed_unordered([line.tokens for line in chunk], progress):
+                            data = _select(layers, output.output_layers).astype(output.output_dtype)
+                            part.create_dataset(keys[i], data=data)
+                n_lines += len(chunk)
+                n_chunks += 1
+        except InputFileError:
+            if ranks.is_main:
+                parts.discard()  # the input must change, so these parts could never be resumed
+            raise
+        ranks.barrier()
+        if ranks.is_main:
+            parts.merge(n_chunks, output.forget_sentences)
+        return n_lines
+
+    def _manifest(self, input_path: Path, output: OutputOptions) -> dict:
+        """What a resumed run must share with the run that wrote the parts."""
+        stat = input_path.stat()
+        return {
+            "input": str(input_path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
+            "layers": output.output_layers, "output_dtype": output.output_dtype,
+            "sentence_keys": output.use_sentence_keys, "errors": output.errors, "chunk_size": self.options.chunk_size,
+            "precision": self.options.precision.value, "stateful": self.options.stateful,
+            "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
+        }
+
+    @staticmethod
+    def _key(line: Line, use_sentence_keys: bool, seen: set[str], input_path: Path) -> str:
+        if not use_sentence_keys:
+            return str(line.index)
+        key = " ".join(line.tokens)
+        if key in seen or "/" in key or "\x00" in key or key in ("", "."):
+            raise InputFileError(
+                f"{input_path}, line {line.index + 1}: cannot use the sentence as a key "
+                "(duplicate, empty, or contains '/' or a NUL character); drop --use-sentence-keys"
+            )
+        seen.add(key)
+        return key
+
+
+def _select(layers: np.ndarray, output_layers: str) -> np.ndarray:
+    if output_layers == "top":
+        return layers[-1]
+    if output_layers == "average":
+        return layers.mean(axis=0)
+    return layers

@@ -1,0 +1,75 @@
+"""Token-layer vectors of the words in a batch, each distinct word encoded once, frequent words cached.
+
+The char CNN + highway + projection is a function of a word's characters alone, so a batch needs it once per
+distinct word, and a cache can keep the vectors of words already seen for later batches (``--vocab-cache N``).
+The cache takes words in the order they first appear until it holds N; in running text the frequent words
+arrive first, so it ends up holding (mostly) the frequent ones without a counting pass over the input.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from elmo.char_encoding import shifted_char_ids
+from elmo.modules.char_cnn import CharCNNEncoder
+
+ENCODE_CHUNK = 4096
+"""Distinct words per char-CNN call."""
+
+
+class TokenVectors:
+    """Maps words to token-layer vectors (P,) with an optional cache of ``capacity`` words.
+
+    Args:
+        encoder: the biLM's char CNN (in the dtype and on the device it will run).
+        capacity: words to keep across calls (0: no cache, every batch encodes its own words).
+    """
+
+    def __init__(self, encoder: CharCNNEncoder, capacity: int = 0) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        self.encoder = encoder
+        self.capacity = capacity
+        self._rows: dict[str, int] = {}
+        self._table: torch.Tensor | None = None  # (capacity, P), filled from row 0 up
+        self._width = encoder.config.max_characters_per_token
+
+    def __call__(self, words: list[str]) -> torch.Tensor:
+        """Distinct ``words`` -> (len(words), P), in the same order."""
+        missing = [w for w in words if w not in self._rows]
+        fresh = self._encode(missing)  # (M, P)
+        if len(missing) == len(words):
+            self._remember(missing, fresh)
+            return fresh
+        assert self._table is not None
+        hits = [(i, self._rows[w]) for i, w in enumerate(words) if w in self._rows]
+        out = fresh.new_empty(len(words), fresh.shape[1])  # (U, P)
+        device = fresh.device
+        hit_positions = torch.tensor([i for i, _ in hits], device=device)
+        out[hit_positions] = self._table[torch.tensor([r for _, r in hits], device=device)]
+        if missing:
+            out[torch.tensor([i for i, w in enumerate(words) if w not in self._rows], device=device)] = fresh
+        self._remember(missing, fresh)
+        return out
+
+    def _encode(self, words: list[str]) -> torch.Tensor:
+        device = next(self.encoder.parameters()).device
+        if not words:
+            return torch.zeros(0, self.encoder.output_dim, device=device, dtype=self._dtype())
+        ids = shifted_char_ids(words, self._width)  # (M, W)
+        ids = torch.from_numpy(ids).to(device)
+        return torch.cat([self.encoder.encode_tokens(part) for part in ids.split(ENCODE_CHUNK)])  # (M, P)
+
+    def _remember(self, words: list[str], vectors: torch.Tensor) -> None:
+        free = self.capacity - len(self._rows)
+        if free <= 0 or not words:
+            return
+        if self._table is None:
+            self._table = vectors.new_zeros(self.capacity, vectors.shape[1])
+        start = len(self._rows)
+        take = min(free, len(words))
+        self._table[start : start + take] = vectors[:take]
+        self._rows.update((w, start + i) for i, w in enumerate(words[:take]))
+
+    def _dtype(self) -> torch.dtype:
+        return next(self.encoder.parameters()).dtype

@@ -1,0 +1,269 @@
+"""The original weight file (``weights.hdf5``) <-> our parameters, through ONE declarative name map.
+
+The original ``dump_weights`` writes every trainable variable but the softmax as a float32 dataset named after its
+TF scope. Each row of :data:`WEIGHT_MAP` pairs a dataset name template with the parameter(s) it fills and the
+conversion between the two layouts:
+
+=============== ==================================================== ===========================================
+conversion      HDF5 layout                                          our layout
+=============== ==================================================== ===========================================
+``pad_row``     [V, E] (no padding row)                              [V + 1, E], row 0 zero (id 0 pads)
+``conv``        [1, width, E, n] (TF conv2d NHWC kernel)             Conv1d weight [n, E, width]
+``transpose``   [in, out] (TF ``x @ W``)                             Linear weight [out, in]
+``lstm_kernel`` [in + P, 4C] on concat(input, h_prev), gates i,j,f,o input [4C, in] and recurrent [4C, P] weights
+``same``        unchanged (biases; the LSTM bias keeps TF's gate order, and the forget-gate +1 stays a
+                constant of the cell, so nothing is added or subtracted)
+=============== ==================================================== ===========================================
+
+Every conversion is a reshape, transpose or split, so load -> save -> load is bit-exact.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from elmo.errors import WeightFileError
+from elmo.modules.bilm import BiLM
+from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.runtime.atomic_files import write_atomic
+
+_CELL = "RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
+_LSTM = "{direction}_lstm.layers.{l}"
+
+# (dataset template, parameter templates, conversion, when). Placeholders: i conv index, k highway layer,
+# d direction (0 forward, 1 backward) with ``direction`` its name, l LSTM layer.
+WEIGHT_MAP: list[tuple[str, tuple[str, ...], str, str]] = [
+    ("char_embed", ("token_encoder.char_embedding.weight",), "pad_row", "char_cnn"),
+    ("CNN/W_cnn_{i}", ("token_encoder.convolutions.{i}.weight",), "conv", "char_cnn"),
+    ("CNN/b_cnn_{i}", ("token_encoder.convolutions.{i}.bias",), "same", "char_cnn"),
+    ("CNN_high_{k}/W_carry", ("token_encoder.highway.carry.{k}.weight",), "transpose", "char_cnn"),
+    ("CNN_high_{k}/b_carry", ("token_encoder.highway.carry.{k}.bias",), "same", "char_cnn"),
+    ("CNN_high_{k}/W_transform", ("token_encoder.highway.transform.{k}.weight",), "transpose", "char_cnn"),
+    ("CNN_high_{k}/b_transform", ("token_encoder.highway.transform.{k}.bias",), "same", "char_cnn"),
+    ("CNN_proj/W_proj", ("token_encoder.projection.weight",), "transpose", "cnn_projection"),
+    ("CNN_proj/b_proj", ("token_encoder.projection.bias",), "same", "cnn_projection"),
+    ("embedding", ("token_encoder.embedding.weight",), "pad_row", "token_embedding"),
+    (
+        _CELL + "/W_0",
+        (_LSTM + ".input_linearity.weight", _LSTM + ".state_linearity.weight"),
+        "lstm_kernel",
+        "lstm",
+    ),
+    (_CELL + "/B", (_LSTM + ".input_linearity.bias",), "same", "lstm"),
+    (_CELL + "/W_P_0", (_LSTM + ".projection.weight",), "transpose", "lstm_projection"),
+]
+
+
+@dataclass(frozen=True)
+class _Conversion:
+    to_params: Callable[[np.ndarray, list[tuple[int, ...]]], list[np.ndarray]]
+    to_dataset: Callable[[list[np.ndarray]], np.ndarray]
+
+
+def _pad_row_in(array: np.ndarray, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    return [np.concatenate([np.zeros((1, array.shape[1]), dtype=array.dtype), array])]
+
+
+def _lstm_kernel_in(array: np.ndarray, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    input_dim = shapes[0][1]
+    return [array[:input_dim].T, array[input_dim:].T]
+
+
+CONVERSIONS = {
+    "same": _Conversion(lambda a, s: [a], lambda p: p[0]),
+    "transpose": _Conversion(lambda a, s: [a.T], lambda p: p[0].T),
+    "pad_row": _Conversion(_pad_row_in, lambda p: p[0][1:]),
+    "conv": _Conversion(lambda a, s: [a[0].transpose(2, 1, 0)], lambda p: p[0].transpose(2, 1, 0)[None]),
+    "lstm_kernel": _Conversion(_lstm_kernel_in, lambda p: np.concatenate([p[0].T, p[1].T], axis=0)),
+}
+
+
+@dataclass(frozen=True)
+class WeightEntry:
+    dataset: str
+    params: tuple[str, ...]
+    conversion: str
+
+
+def weight_entries(bilm: BiLM) -> list[WeightEntry]:
+    """The concrete rows of :data:`WEIGHT_MAP` for this model (every dataset a dump of it contains)."""
+    encoder = bilm.token_encoder
+    flags = {"lstm": True, "token_embedding": not isinstance(encoder, CharCNNEncoder)}
+    flags["char_cnn"] = isinstance(encoder, CharCNNEncoder)
+    flags["cnn_projection"] = flags["char_cnn"] and encoder.projection is not None
+    flags["lstm_projection"] = bilm.forward_lstm.layers[0].projection is not None
+    n_convs = len(encoder.convolutions) if flags["char_cnn"] else 0
+    n_highway = len(encoder.highway.carry) if flags["char_cnn"] and encoder.highway is not None else 0
+    n_layers = len(bilm.forward_lstm.layers)
+
+    entries = []
+    for dataset, params, conversion, when in WEIGHT_MAP:
+        if not flags[when]:
+            continue
+        if "{i}" in dataset:
+            ranges = [{"i": i} for i in range(n_convs)]
+        elif "{k}" in dataset:
+            ranges = [{"k": k} for k in range(n_highway)]
+        elif "{l}" in dataset:
+            ranges = [
+                {"d": d, "direction": name, "l": layer}
+                for d, name in enumerate(("forward", "backward"))
+                for layer in range(n_layers)
+            ]
+        else:
+            ranges = [{}]
+        for values in ranges:
+            entries.append(
+                WeightEntry(dataset.format(**values), tuple(p.format(**values) for p in params), conversion)
+            )
+    return entries
+
+
+def expected_dataset_shape(entry: WeightEntry, state: dict[str, torch.Tensor]) -> tuple[int, ...]:
+    """The shape this model's parameters have in the HDF5 layout."""
+    fakes = [np.empty(tuple(state[p].shape), dtype=np.float32) for p in entry.params]
+    return tuple(CONVERSIONS[entry.conversion].to_dataset(fakes).shape)
+
+
+def load_hdf5_weights(bilm: BiLM, path: str | os.PathLike, embedding_path: str | os.PathLike | None = None) -> None:
+    """Fill ``bilm`` from an original weight file (and, for token inputs, the separate ``embedding`` file).
+
+    Raises:
+        WeightFileError: a dataset is missing, unexpected, of the wrong shape or dtype, or not finite; the
+            message names the file and the dataset.
+    """
+    state = bilm.state_dict()
+    entries = weight_entries(bilm)
+    arrays: dict[str, np.ndarray] = {}
+    main = [e for e in entries if e.dataset != "embedding" or embedding_path is None]
+    arrays.update(_read_datasets(Path(path), main, state, token_inputs=embedding_path is not None))
+    if embedding_path is not None:
+        extra = [e for e in entries if e.dataset == "embedding"]
+        arrays.update(_read_datasets(Path(embedding_path), extra, state, only_listed=True))
+    new_state = {}
+    for entry in entries:
+        shapes = [tuple(state[p].shape) for p in entry.params]
+        values = CONVERSIONS[entry.conversion].to_params(arrays[entry.dataset], shapes)
+        for name, value in zip(entry.params, values):
+            new_state[name] = torch.from_numpy(np.ascontiguousarray(value))
+    with torch.no_grad():
+        for name, value in new_state.items():
+            state[name].copy_(value)
+
+
+def _read_datasets(
+    path: Path,
+    entries: list[WeightEntry],
+    state: dict[str, torch.Tensor],
+    token_inputs: bool = False,
+    only_listed: bool = False,
+) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise WeightFileError(f"{path}: no such weight file")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as e:
+        raise WeightFileError(f"{path}: not a readable HDF5 file ({e})") from e
+    arrays = {}
+    with handle:
+        names: list[str] = []
+        handle.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        expected = {e.dataset for e in entries}
+        if not only_listed:
+            for name in sorted(names):
+                if name in expected or _canonical_name(name) in expected or "softmax" in name:
+                    continue  # softmax weights are the LM head, not part of the biLM (the original skips them too)
+                if token_inputs and (name in ("char_embed", "embedding") or name.startswith("CNN")):
+                    continue  # a token-input biLM reads its token layer elsewhere and leaves the char CNN unused
+                raise WeightFileError(f"{path}: unexpected dataset '{name}' for these options (wrong options file?)")
+        for entry in entries:
+            stored = _stored_name(handle, entry.dataset)
+            if stored is None:
+                raise WeightFileError(f"{path}: missing dataset '{entry.dataset}' required by the options")
+            dataset = handle[stored]
+            want = expected_dataset_shape(entry, state)
+            if tuple(dataset.shape) != want:
+                raise WeightFileError(
+                    f"{path}: dataset '{entry.dataset}' has shape {tuple(dataset.shape)}, the options expect {want}"
+                )
+            if dataset.dtype.kind != "f":
+                raise WeightFileError(f"{path}: dataset '{entry.dataset}' has dtype {dataset.dtype}, expected float32")
+            try:
+                array = dataset[...].astype(np.float32, copy=False)
+            except OSError as e:
+                raise WeightFileError(f"{path}: dataset '{entry.dataset}' cannot be read ({e})") from e
+            if not np.isfinite(array).all():
+                raise WeightFileError(f"{path}: dataset '{entry.dataset}' contains NaN or Inf values")
+            arrays[entry.dataset] = array
+    return arrays
+
+
+# A one-layer model trained by the original code has no MultiRNNCell scope: RNN_0/RNN/LSTMCell/W_0.
+_MULTI_CELL0, _SINGLE_CELL = "/RNN/MultiRNNCell/Cell0/LSTMCell/", "/RNN/LSTMCell/"
+
+
+def _canonical_name(name: str) -> str:
+    return name.replace(_SINGLE_CELL, _MULTI_CELL0)
+
+
+def _stored_name(handle: h5py.File, name: str) -> str | None:
+    """The dataset's name in this file: the canonical one, or its one-layer spelling."""
+    if name in handle:
+        return name
+    alias = name.replace(_MULTI_CELL0, _SINGLE_CELL)
+    return alias if alias != name and alias in handle else None
+
+
+def read_embedding_vocab_size(path: str | os.PathLike) -> int:
+    """Number of rows of the ``embedding`` dataset of a token-embedding file."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightFileError(f"{path}: no such embedding file")
+    try:
+        with h5py.File(path, "r") as handle:
+            if "embedding" not in handle:
+                raise WeightFileError(f"{path}: missing dataset 'embedding'")
+            return int(handle["embedding"].shape[0])
+    except OSError as e:
+        raise WeightFileError(f"{path}: not a readable HDF5 file ({e})") from e
+
+
+def bilm_to_datasets(bilm: BiLM) -> dict[str, np.ndarray]:
+    """Every dataset of the original layout for this model, float32, in map order."""
+    state = {k: v.detach().to("cpu", torch.float32).numpy() for k, v in bilm.state_dict().items()}
+    return {
+        e.dataset: np.ascontiguousarray(CONVERSIONS[e.conversion].to_dataset([state[p] for p in e.params]))
+        for e in weight_entries(bilm)
+    }
+
+
+def save_hdf5_weights(
+    bilm: BiLM, path: str | os.PathLike, token_embedding_path: str | os.PathLike | None = None
+) -> None:
+    """Write ``bilm`` in the original layout, atomically (temp file + rename).
+
+    For a token-input biLM the ``embedding`` table goes to ``token_embedding_path`` when given (the original
+    keeps it in a separate file), else into the weight file itself (as the original trainer's dump does).
+    """
+    datasets = bilm_to_datasets(bilm)
+    if token_embedding_path is not None and "embedding" in datasets:
+        write_hdf5_atomic(token_embedding_path, {"embedding": datasets.pop("embedding")})
+    write_hdf5_atomic(path, datasets)
+
+
+def write_hdf5_atomic(path: str | os.PathLike, datasets: dict[str, np.ndarray]) -> None:
+    """Write float32 datasets to ``path`` atomically."""
+
+    def write(tmp: str) -> None:
+        with h5py.File(tmp, "w") as handle:
+            for name, array in datasets.items():
+                handle.create_dataset(name, data=array, dtype="float32")
+
+    write_atomic(path, write)

@@ -1,0 +1,1 @@
+"""Process-level plumbing shared by every command: atomic writes, signals, ranks, the allocator."""

@@ -1,0 +1,129 @@
+"""Training runs on disk: build, load and export biLM language models (the biLM plus its softmax).
+
+A training run directory::
+
+    RUN_DIR/train_config.json   the preset (architecture + trainer keys) the run uses
+    RUN_DIR/vocab.txt           the vocabulary (softmax row i = line i)
+    RUN_DIR/checkpoints/step-N/ see elmo.formats.checkpoints
+
+An export directory (``elmo export``) is a model directory any ELMo loader reads, plus the softmax::
+
+    OUT/options.json + OUT/weights.hdf5    the original layout (n_characters 262)
+    OUT/softmax.hdf5                       softmax/W (V, P), softmax/b (V); not in weights.hdf5, as in the original
+    OUT/vocab.txt
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import h5py
+import torch
+
+from elmo.config import BiLMConfig
+from elmo.errors import WeightFileError
+from elmo.formats.checked_reads import load_checked_state, read_json
+from elmo.formats.checkpoints import latest_checkpoint, read_model_state
+from elmo.formats.hdf5 import write_hdf5_atomic
+from elmo.formats.model_files import load_bilm, save_bilm
+from elmo.modules.bilm import BiLM, build_bilm
+from elmo.modules.initialization import init_like_original
+from elmo.modules.language_model import BiLMLanguageModel
+from elmo.modules.softmax import Softmax
+from elmo.training.train_config import TrainConfig, split_preset
+from elmo.vocab import Vocabulary
+
+RUN_CONFIG_FILE = "train_config.json"
+VOCAB_FILE = "vocab.txt"
+SOFTMAX_FILE = "softmax.hdf5"
+
+
+def build_language_model(config: BiLMConfig, train: TrainConfig, vocab_size: int) -> BiLMLanguageModel:
+    """A freshly initialised (bilm-tf initialisers) language model for this preset."""
+    bilm = build_bilm(config, dropout=train.dropout, weight_dropout=train.weight_dropout)
+    init_like_original(bilm)
+    softmax = Softmax(vocab_size, config.lstm.projection_dim)
+    num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
+    return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled)
+
+
+def wrap_bilm(bilm: BiLM, softmax: Softmax, train: TrainConfig) -> BiLMLanguageModel:
+    """A pretrained biLM as a language model with the dropout and loss of ``train`` (for fine-tuning)."""
+    for stack in (bilm.forward_lstm, bilm.backward_lstm):
+        stack.dropout = torch.nn.Dropout(train.dropout)
+        for cell in stack.layers:
+            cell.weight_dropout = train.weight_dropout
+    num_sampled = train.n_negative_samples_batch if train.sample_softmax else None
+    return BiLMLanguageModel(bilm, softmax, output_dropout=train.dropout, num_sampled=num_sampled)
+
+
+def is_run_dir(path: str | Path) -> bool:
+    return (Path(path) / RUN_CONFIG_FILE).is_file()
+
+
+def load_language_model(path: str | Path) -> tuple[BiLMLanguageModel, Vocabulary | None]:
+    """A run directory (its newest checkpoint) or an export directory -> (model in eval mode, its vocab if stored)."""
+    path = Path(path)
+    if is_run_dir(path):
+        return _load_run(path)
+    bilm = load_bilm(path)
+    softmax = read_softmax(path / SOFTMAX_FILE, bilm.token_encoder.output_dim)
+    lm = BiLMLanguageModel(bilm, softmax, num_sampled=None)
+    vocab = Vocabulary.from_file(path / VOCAB_FILE) if (path / VOCAB_FILE).is_file() else None
+    return lm.eval(), vocab
+
+
+def _load_run(run_dir: Path) -> tuple[BiLMLanguageModel, Vocabulary]:
+    config, train = split_preset(read_json(run_dir / RUN_CONFIG_FILE), str(run_dir / RUN_CONFIG_FILE))
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise WeightFileError(f"{run_dir}: the run has no checkpoint yet")
+    vocab = Vocabulary.from_file(run_dir / VOCAB_FILE, require_special_tokens=True)
+    lm = build_language_model(config, train, len(vocab))
+    load_checked_state(lm, read_model_state(checkpoint), checkpoint / "model.safetensors")
+    return lm.eval(), vocab
+
+
+def read_softmax(path: Path, dim: int) -> Softmax:
+    """softmax/W (V, P) and softmax/b (V) from an export's HDF5 file."""
+    if not path.is_file():
+        raise WeightFileError(f"{path}: no softmax file (perplexity needs the softmax that `elmo export` writes)")
+    try:
+        with h5py.File(path, "r") as f:
+            weight = torch.from_numpy(f["softmax/W"][...]).float()
+            bias = torch.from_numpy(f["softmax/b"][...]).float()
+    except (OSError, KeyError) as e:
+        raise WeightFileError(f"{path}: not a softmax file with softmax/W and softmax/b ({e})") from e
+    if weight.dim() != 2 or weight.shape[1] != dim or bias.shape != (weight.shape[0],):
+        raise WeightFileError(
+            f"{path}: softmax/W {tuple(weight.shape)} and softmax/b {tuple(bias.shape)} do not fit projection dim {dim}"
+        )
+    softmax = Softmax(weight.shape[0], dim)
+    with torch.no_grad():
+        softmax.weight.copy_(weight)
+        softmax.bias.copy_(bias)
+    return softmax
+
+
+def export_language_model(lm: BiLMLanguageModel, out_dir: str | Path, vocab_path: str | Path | None = None) -> Path:
+    """Write the biLM in the original layout, the softmax beside it, and the vocabulary."""
+    out = Path(out_dir)
+    save_bilm(lm.bilm, out)
+    write_hdf5_atomic(
+        out / SOFTMAX_FILE,
+        {"softmax/W": lm.softmax.weight.detach().cpu().float().numpy(),
+         "softmax/b": lm.softmax.bias.detach().cpu().float().numpy()},
+    )
+    if vocab_path is not None:
+        shutil.copyfile(vocab_path, out / VOCAB_FILE)
+    return out
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
+    """``elmo export``: the newest checkpoint of a run -> an export directory."""
+    run_dir = Path(run_dir)
+    if not is_run_dir(run_dir):
+        raise WeightFileError(f"{run_dir}: not a training run directory (no {RUN_CONFIG_FILE})")
+    lm, _ = _load_run(run_dir)
+    return export_language_model(lm, out_dir, run_dir / VOCAB_FILE)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from elmo.char_encoding import batch_to_ids
+from elmo.cli import main as cli_main
+from elmo.errors import ConfigError, WeightFileError
+from elmo.formats.model_files import load_bilm, read_options, save_bilm
+from tests.conftest import random_bilm
+
+
+def _same_model(a, b) -> None:
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["hdf5", "native"])
+def test_save_load_round_trip(tmp_path, native):
+    bilm = random_bilm()
+    save_bilm(bilm, tmp_path / "model", native=native)
+    _same_model(bilm, load_bilm(tmp_path / "model"))
+
+
+def test_written_options_use_the_inference_character_count(tmp_path):
+    save_bilm(random_bilm(), tmp_path)
+    options = json.loads((tmp_path / "options.json").read_text())
+    assert options["char_cnn"]["n_characters"] == 262
+    assert read_options(tmp_path / "options.json") == random_bilm().config
+
+
+def test_convert_cli_both_ways(tmp_path, fixture_dir):
+    original = ["--options-file", str(fixture_dir / "options.json")]
+    original += ["--weight-file", str(fixture_dir / "lm_weights.hdf5")]
+    assert cli_main(["convert", *original, str(tmp_path / "native"), "--to", "native"]) == 0
+    assert cli_main(["convert", "--model", str(tmp_path / "native"), str(tmp_path / "back"), "--to", "hdf5"]) == 0
+    reference = load_bilm(options_file=fixture_dir / "options.json", weight_file=fixture_dir / "lm_weights.hdf5")
+    _same_model(reference, load_bilm(tmp_path / "native"))
+    _same_model(reference, load_bilm(tmp_path / "back"))
+    ids = batch_to_ids([["a", "b"]], add_sentence_boundaries=True)
+    with torch.no_grad():
+        assert torch.equal(reference(ids).layers[-1], load_bilm(tmp_path / "back")(ids).layers[-1])
+
+
+def test_native_file_with_wrong_shape_is_refused(tmp_path):
+    bilm = random_bilm()
+    save_bilm(bilm, tmp_path, native=True)
+    state = {k: v.clone() for k, v in bilm.state_dict().items()}
+    state["token_encoder.projection.weight"] = torch.zeros(3, 3)
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(WeightFileError, match=r"tensor 'token_encoder.projection.weight' has shape \(3, 3\)"):
+        load_bilm(tmp_path)
+
+
+def test_native_file_that_is_not_safetensors_is_refused(tmp_path):
+    save_bilm(random_bilm(), tmp_path, native=True)
+    (tmp_path / "model.safetensors").write_bytes(b"\x80\x04not a safetensors file")
+    with pytest.raises(WeightFileError, match="model.safetensors: not a readable safetensors file"):
+        load_bilm(tmp_path)
+
+
+def test_missing_model_and_bad_json(tmp_path):
+    with pytest.raises(WeightFileError, match="no such model directory"):
+        load_bilm(tmp_path / "absent")
+    (tmp_path / "options.json").write_text('{"lstm": {"dim": 4,\n "projection_dim": }}')
+    with pytest.raises(ConfigError, match=r"options.json: invalid JSON at line 2"):
+        load_bilm(tmp_path)
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    """Atomic writes go through mkstemp (0600); the finished files must be readable like any other (0666 - umask)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        save_bilm(random_bilm(), tmp_path / "h")
+        save_bilm(random_bilm(), tmp_path / "n", native=True)
+    finally:
+        os.umask(old)
+    for path in [*(tmp_path / "h").iterdir(), *(tmp_path / "n").iterdir()]:
+        assert path.stat().st_mode & 0o777 == 0o644, path
