@@ -211,8 +211,13 @@ def print_table(rows: list[dict], threads: int) -> None:
     print("|---|---|---|---:|---:|---:|---:|---|---:|")
     for r in rows:
         print(f"| {r['config']} | {r['case']} | {r['impl']} | {r['median_s']:.3f} | {r['tokens_per_s']:,.0f} | "
-              f"{r['speedup']:.2f}x | {r['peak_rss_mb']:,.0f} | {r['cos_mean']:.6f} / {r['cos_min']:.6f} | "
+              f"{_ratio(r['speedup'])} | {r['peak_rss_mb']:,.0f} | {r['cos_mean']:.6f} / {r['cos_min']:.6f} | "
               f"{r['max_abs_vs_ours_fp32']:.2e} |")
+
+
+def _ratio(speedup: float) -> str:
+    """The ratio to the reference, or "-" when the reference was not measured (--skip-reference)."""
+    return "-" if speedup != speedup else f"{speedup:.2f}x"
 
 
 def _machine() -> str:
