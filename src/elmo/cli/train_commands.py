@@ -10,6 +10,7 @@ from pathlib import Path
 from elmo.cli.setting_flags import add_parameter_flag, add_setting_flags, settings_from_args
 from elmo.precision import Precision
 from elmo.training.perplexity import model_perplexity
+from elmo.training.presets import preset_names
 from elmo.training.train_config import TrainConfig
 from elmo.training.vocab_counts import vocabulary_from_counts
 
@@ -90,7 +91,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_train_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="preset (original, small, cpu, ptb, tiny) or JSON file")
+    parser.add_argument("--config", help=f"preset ({', '.join(preset_names())}) or JSON file")
     parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs")
     parser.add_argument("--vocab", required=True, help="vocabulary file from `elmo vocab` (<S>, </S>, <UNK> first)")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")

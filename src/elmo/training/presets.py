@@ -15,6 +15,11 @@ from elmo.training.train_config import TrainConfig, split_preset, upgrade_keys
 PRESET_DIR = Path(__file__).resolve().parents[3] / "configs"
 
 
+def preset_names() -> list[str]:
+    """The presets shipped in ``configs/``, by name."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json")) if PRESET_DIR.is_dir() else []
+
+
 def preset_path(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix == ".json" or path.exists():
@@ -23,8 +28,7 @@ def preset_path(name_or_path: str) -> Path:
         return path
     candidate = PRESET_DIR / f"{name_or_path}.json"
     if not candidate.is_file():
-        known = sorted(p.stem for p in PRESET_DIR.glob("*.json")) if PRESET_DIR.is_dir() else []
-        raise ConfigError(f"--config {name_or_path}: no such preset (known: {', '.join(known) or 'none'})")
+        raise ConfigError(f"--config {name_or_path}: no such preset (known: {', '.join(preset_names()) or 'none'})")
     return candidate
 
 
