@@ -143,8 +143,8 @@ def forward_steps(x_gates, h0, c0, w_state, w_proj, forget_bias, cell_clip, proj
 
 def backward_steps(acts, c_seq, c_pre, tanh_c, h_seq, p_pre, w_state, w_proj, cell_clip, d_outputs, d_h_last,
                    d_c_last):
-    """The window's backward loop over what :func:`forward_steps` returned -> (d_gates (G, T, B, 4C) and d_proj_in
-    (G, T, B, P) or None in the GEMM dtype, d_h0, d_c0)."""
+    """The window's backward loop over what :func:`forward_steps` returned -> (d_gates (G, T, B, 4C) in the GEMM
+    dtype, d_h0 (G, B, P), d_c0 (G, B, C), d_proj_in (G, T, B, P) in the GEMM dtype or None)."""
     acc = acts[0].dtype
     time, (groups, batch, four_c) = len(acts), acts[0].shape
     d_h = d_h_last if d_h_last is not None else acts[0].new_zeros(groups, batch, h_seq.shape[-1])
