@@ -10,6 +10,7 @@ TORCH  ?= torch==2.13.0
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "setuptools>=77"  # builds the wheel offline in tests/test_packaging.py
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@

@@ -6,6 +6,13 @@ Every measurement runs in its own subprocess (so peak RSS is per implementation)
 implementations are measured in interleaved rounds (so a change in the machine's load hits all of them), and
 the table reports medians over all timed runs, tokens/s, the ratio of medians to the reference, and peak RSS.
 
+It also prints the machine line and the machine's fp32 and bf16 GEMM throughput at the main shapes of the first
+configuration's inference (:mod:`machine`; the median of a measurement in every round, between the workers), and
+for each row the fraction of the peak in the row's precision that its GEMM FLOPs make up: ours counted as our code
+computes them (:mod:`flops`: the token layer once per distinct word, the LSTMs at real positions only), the
+reference's as its code does (every conv position and the highway for every token, the LSTMs over the padded
+batch).
+
 Environment (the reference needs AllenNLP's module code, installed without its dependencies):
 
     python -m venv /work/bench-venv
@@ -31,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import gemm_peaks, machine_line, median_peaks, peak_table
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "lm" / "sample"
 CONFIGS = {"original": "2x4096_512_2048cnn_2xhighway", "small": "2x1024_128_2048cnn_1xhighway"}
@@ -154,12 +162,19 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def run_benchmarks(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)  # the GEMM peaks, measured here, with the workers' thread count
+    shapes = main_shapes(args.configs[0], args.sentences)
+    peaks = []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for config in args.configs:
             model = write_random_model(config, tmp / config)
-            cases = [("reference", "fp32", 0), ("ours", "fp32", 0), ("ours", "bf16", 0), ("ours", "bf16", 50000)]
+            cases = [("reference", "fp32", 0), ("ours", "fp32", 0)]
+            if "bf16" in args.precision:
+                cases += [("ours", "bf16", 0), ("ours", "bf16", 50000)]
             cases_n = ((f"{args.sentences} sentences", args.sentences, args.repeats),
                        ("1 sentence, 20 tokens", 1, args.repeats * 5))
             for label, n, repeats in cases_n:
@@ -181,11 +196,16 @@ def run_benchmarks(args: argparse.Namespace) -> None:
                             result["peak_rss_mb"] = max(result["peak_rss_mb"], results[name][0]["peak_rss_mb"])
                         results[name] = (result, save)
                         print(f"  round {round_ + 1}: {config} / {label} / {name}", file=sys.stderr)
-                rows += table_rows(config, label, results)
-    print_table(rows, args.threads)
+                    peaks.append(gemm_peaks(shapes))
+                rows += table_rows(config, label, results, gemm_flops_per_run(config, n))
+    peaks = median_peaks(peaks)
+    print(f"\n{machine_line()}\n")
+    print(f"GEMM throughput at the main shapes of the {args.configs[0]} configuration, {args.sentences} sentences:\n")
+    print(peak_table(shapes, peaks))
+    print_table(rows, args.threads, peaks)
 
 
-def table_rows(config: str, label: str, results: dict) -> list[dict]:
+def table_rows(config: str, label: str, results: dict, flops: dict[str, float]) -> list[dict]:
     ours32 = np.load(results["ours fp32"][1])
     reference = results.get("reference fp32")
     ref_median = statistics.median(reference[0]["times"]) if reference else None
@@ -200,18 +220,22 @@ def table_rows(config: str, label: str, results: dict) -> list[dict]:
             "tokens_per_s": result["tokens"] / median,
             "speedup": ref_median / median if ref_median else float("nan"), "peak_rss_mb": result["peak_rss_mb"],
             "cos_mean": cos.mean(), "cos_min": cos.min(), "max_abs_vs_ours_fp32": np.abs(out - ours32).max(),
+            "gflops_per_s": flops[name.split()[0] + (" cached" if "vocab-cache" in name else "")] / median / 1e9,
+            "precision": name.split()[1],
         })
     return rows
 
 
-def print_table(rows: list[dict], threads: int) -> None:
-    print(f"\nmachine: {_machine()}; torch threads: {threads}\n")
-    print("| config | case | implementation | median s | tokens/s | vs reference | peak RSS MB | cosine to our fp32 "
-          "(mean / min) | max abs diff to our fp32 |")
-    print("|---|---|---|---:|---:|---:|---:|---|---:|")
+def print_table(rows: list[dict], threads: int, peaks: dict[str, dict[str, float]]) -> None:
+    print(f"\ntorch threads in the workers: {threads}\n")
+    print("| config | case | implementation | median s | tokens/s | vs reference | GEMM GFLOP/s | fraction of peak "
+          "| peak RSS MB | cosine to our fp32 (mean / min) | max abs diff to our fp32 |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in rows:
+        fraction = r["gflops_per_s"] / peaks[r["precision"]]["peak"]
         print(f"| {r['config']} | {r['case']} | {r['impl']} | {r['median_s']:.3f} | {r['tokens_per_s']:,.0f} | "
-              f"{_ratio(r['speedup'])} | {r['peak_rss_mb']:,.0f} | {r['cos_mean']:.6f} / {r['cos_min']:.6f} | "
+              f"{_ratio(r['speedup'])} | {r['gflops_per_s']:.1f} | {fraction:.2f} of {r['precision']} | "
+              f"{r['peak_rss_mb']:,.0f} | {r['cos_mean']:.6f} / {r['cos_min']:.6f} | "
               f"{r['max_abs_vs_ours_fp32']:.2e} |")
 
 
@@ -220,16 +244,40 @@ def _ratio(speedup: float) -> str:
     return "-" if speedup != speedup else f"{speedup:.2f}x"
 
 
-def _machine() -> str:
-    import platform
+def main_shapes(config_name: str, sentences: int) -> dict[str, tuple[int, int, int]]:
+    """The main GEMMs (m, k, n) of embedding ``sentences`` 20-30-token sentences in one batch."""
+    from elmo.config import NAMED_CONFIGS
 
+    config = NAMED_CONFIGS[config_name]()
+    lstm, cnn = config.lstm, config.char_cnn
+    positions = sentences * 27  # about 25 tokens + <S> and </S>
+    return {"LSTM input half, all steps": (positions, lstm.projection_dim, 4 * lstm.dim),
+            "LSTM recurrent step": (sentences, lstm.projection_dim, 4 * lstm.dim),
+            "LSTM projection": (sentences, lstm.dim, lstm.projection_dim),
+            "highway": (positions // 2, cnn.n_filters, 2 * cnn.n_filters)}
+
+
+def gemm_flops_per_run(config_name: str, n: int) -> dict[str, float]:
+    """GEMM FLOPs of one run over the case's sentences, by implementation (:mod:`flops`)."""
     import torch
+    from flops import lstm_macs_per_position, reference_token_macs, token_layer_macs
 
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor())
-    flags = Path("/proc/cpuinfo").read_text()
-    isa = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model}, {os.cpu_count()} cores ({', '.join(isa) or 'no bf16 ISA'}), torch {torch.__version__}"
+    from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
+    from elmo.config import NAMED_CONFIGS
+    from elmo.modules.bilm import build_bilm
+
+    bilm = build_bilm(NAMED_CONFIGS[config_name]())
+    sentences = real_sentences(n)[:n] if n > 1 else [real_sentences(1)[0][:20]]
+    rows = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
+    words = list(dict.fromkeys(w for row in rows for w in row))
+    ids = torch.from_numpy(shifted_char_ids(words, bilm.token_encoder.config.max_characters_per_token))
+    positions = sum(len(row) for row in rows)
+    padded = len(rows) * max(len(row) for row in rows)
+    lstm = lstm_macs_per_position(bilm)
+    ours = token_layer_macs(bilm.token_encoder, ids) + positions * lstm
+    reference = padded * (reference_token_macs(bilm.token_encoder) + lstm)
+    # with --vocab-cache every word is a hit after the warm-up run: only the LSTMs run
+    return {"ours": 2 * ours, "ours cached": 2 * positions * lstm, "reference": 2 * reference}
 
 
 # ---------------------------------------------------------------- memory check
@@ -294,6 +342,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all implementations, interleaved")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=["fp32", "bf16"],
+                        help="our precisions to measure (fp32 always: the other rows are compared with it); on a "
+                        "CPU without bf16 units a bf16 run of the original configuration takes many minutes")
     parser.add_argument("--all-latency", action="store_true", help="also measure latency for the small config")
     parser.add_argument("--memory-check", type=int, default=0, metavar="N")
     parser.add_argument("--memory-precision", choices=("fp32", "bf16"), default="bf16")

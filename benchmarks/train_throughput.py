@@ -4,7 +4,8 @@
     (defaults: --config small --batch-size 32 --vocab-size 50000, the issue's setting)
 
 Batches are random words over a synthetic frequency-sorted vocabulary, so no corpus is needed. Prints a JSON line
-per precision and a table: median tokens/s (B x T positions per step, each predicted in both directions, as the
+per precision, the machine line and its measured fp32 and bf16 GEMM throughput at the step's main shapes
+(:mod:`machine`), and a table: median tokens/s (B x T positions per step, each predicted in both directions, as the
 trainer's log counts them) and the fraction of the machine's measured GEMM throughput (in the step's precision)
 that the step uses, counted two ways: with the FLOPs the reference computes (char CNN over all 50 positions and
 highway for every token), and with the FLOPs our step actually does (char CNN and highway once per distinct word,
@@ -34,6 +35,8 @@ import statistics
 import time
 
 import torch
+from flops import lstm_macs_per_position, reference_token_macs, token_layer_macs
+from machine import gemm_peaks, machine_line, median_peaks, peak_table
 
 from elmo.modules.compiled import set_compile
 from elmo.modules.softmax import head_losses
@@ -62,49 +65,35 @@ def random_batch(batch: int, steps: int, vocab_size: int, width: int, generator:
     return LMBatch(chars, index[0], index[1], fwd_out.contiguous(), bwd_out.contiguous())
 
 
-def _dense_macs(lm) -> tuple[float, float, float]:
-    """Multiply-adds per use of: the highway + projection layers (per word), both LSTM stacks (per position), and
-    the softmax of both directions (per position)."""
-    enc = lm.bilm.token_encoder
-    words = sum(p.numel() for n, p in enc.named_parameters() if ("highway" in n or "projection" in n) and p.dim() == 2)
-    lstm = sum(p.numel() for s in (lm.bilm.forward_lstm, lm.bilm.backward_lstm) for p in s.parameters() if p.dim() == 2)
-    softmax_rows = lm.sampler.num_sampled + 1 if lm.sampler is not None else lm.softmax.vocab_size
-    return words, lstm, 2 * softmax_rows * lm.softmax.weight.shape[1]
-
-
 def reference_flops_per_token(lm) -> float:
     """Training FLOPs per token position (both directions) of the reference's computation: the char CNN over all W
     character positions and the highway layers for every token, as AllenNLP's encoder runs them."""
-    enc, width = lm.bilm.token_encoder, lm.bilm.token_encoder.config.max_characters_per_token
-    cnn = sum(conv.weight.numel() * (width - w + 1) for conv, (w, _) in zip(enc.convolutions, enc.config.filters))
-    words, lstm, softmax = _dense_macs(lm)
-    return 2 * 3 * (cnn + words + lstm + softmax)  # 2 FLOPs per multiply-add; training = forward + backward (~2x)
+    token = reference_token_macs(lm.bilm.token_encoder)
+    return 2 * 3 * (token + lstm_macs_per_position(lm.bilm) + _softmax_macs(lm))  # training ~ 3x the forward
 
 
 def our_flops_per_step(lm, batch: LMBatch) -> float:
-    """Training FLOPs of our step on ``batch``: the char CNN and highway layers once per distinct word, the CNN
-    (one fused kernel of the widest width K) only at the positions 0..n that decide a word's max (n: where its
-    padding starts; every position for words that reach into the last K - 1 characters)."""
-    from elmo.modules.char_cnn import content_length
-
-    enc = lm.bilm.token_encoder
-    k = max(w for w, _ in enc.config.filters)
-    chars = batch.word_char_ids
-    runs = content_length(chars)
-    positions = torch.where(runs + k <= chars.shape[1], runs + 1, chars.shape[1]).sum().item()
-    cnn = positions * k * enc.config.embedding_dim * enc.config.n_filters
-    words, lstm, softmax = _dense_macs(lm)
-    return 2 * 3 * (cnn + chars.shape[0] * words + batch.forward_index.numel() * (lstm + softmax))
+    """Training FLOPs of our step on ``batch`` (:mod:`flops`: the token layer once per distinct word)."""
+    positions = batch.forward_index.numel()
+    token = token_layer_macs(lm.bilm.token_encoder, batch.word_char_ids)
+    return 2 * 3 * (token + positions * (lstm_macs_per_position(lm.bilm) + _softmax_macs(lm)))
 
 
-def gemm_flops(dtype: torch.dtype = torch.float32, n: int = 1024, repeat: int = 10) -> float:
-    """The machine's measured GEMM throughput (FLOP/s) in ``dtype``: the peak the step is compared with."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(repeat):
-        a @ b
-    return 2 * n**3 * repeat / (time.perf_counter() - start)
+def _softmax_macs(lm) -> float:
+    """Multiply-adds per position of the softmax of both directions (the sampled rows, or the whole vocabulary)."""
+    rows = lm.sampler.num_sampled + 1 if lm.sampler is not None else lm.softmax.vocab_size
+    return 2 * rows * lm.softmax.weight.shape[1]
+
+
+def main_shapes(lm, batch_size: int, unroll_steps: int) -> dict[str, tuple[int, int, int]]:
+    """The step's main GEMMs (m, k, n): the GEMM peak is measured at these."""
+    lstm, enc = lm.bilm.config.lstm, lm.bilm.token_encoder.config
+    rows = batch_size * unroll_steps
+    softmax_rows = lm.sampler.num_sampled + 1 if lm.sampler is not None else lm.softmax.vocab_size
+    return {"LSTM input half, all steps": (rows, lstm.projection_dim, 4 * lstm.dim),
+            "LSTM recurrent step": (batch_size, lstm.projection_dim, 4 * lstm.dim),
+            "softmax": (rows, lm.softmax.weight.shape[1], softmax_rows),
+            "highway": (rows, enc.n_filters, 2 * enc.n_filters)}
 
 
 class ReferenceStep:
@@ -150,12 +139,14 @@ class ReferenceStep:
 
 
 def measure(config: str, batch_size: int, vocab_size: int, steps: int, precisions: list[str], full_softmax: bool,
-            reference: bool = False) -> list[dict]:
+            reference: bool = False) -> tuple[list[dict], dict, dict]:
     """Median step times of ours (and of the reference) at each precision, all interleaved step by step.
 
     Every round runs one step of each (precision, implementation) pair on the same batch, so a machine that speeds
     up or slows down during the run moves every column alike, and any two columns can be compared (the table
-    compares ours in bf16 with the reference in float32 too)."""
+    compares ours in bf16 with the reference in float32 too). Returns the results, the main GEMM shapes and the
+    machine's GEMM throughput at them (:func:`machine.median_peaks` of a measurement after every round in the
+    precisions timed; the other precision once, before the rounds)."""
     overrides = {"batch_size": batch_size, "sample_softmax": not full_softmax}
     cfg, train = load_preset(config, overrides)
     set_compile(train.compile)  # as the trainer does
@@ -169,6 +160,10 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, precision
     ref = ReferenceStep(lm, train) if reference else None
     times = {(p, who): [] for p in precisions for who in ("ours", "reference")}
     step_flops = []
+    shapes = main_shapes(lm, batch_size, train.unroll_steps)
+    dtypes = tuple(torch.bfloat16 if p == "bf16" else torch.float32 for p in precisions)
+    untimed = tuple(d for d in (torch.float32, torch.bfloat16) if d not in dtypes)  # measured once, up front
+    peaks = [gemm_peaks(shapes, dtypes=untimed)] if untimed else []
     for step in range(steps + 2):
         batch = random_batch(batch_size, train.unroll_steps, vocab_size, width, generator)
         samples = [lm.sampler.sample(generator) for _ in range(2)] if lm.sampler is not None else None
@@ -189,11 +184,14 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, precision
             h, c = (s.detach() for s in out.state)
             times[precision, "ours"].append(time.perf_counter() - start)
         step_flops.append(our_flops_per_step(lm, batch))
+        if step >= 2:  # after the warm-up rounds, like the step times
+            peaks.append(gemm_peaks(shapes, dtypes=dtypes))
+    peaks = median_peaks(peaks)
     tokens = batch_size * train.unroll_steps
     results = []
     for precision in precisions:
         step_s = statistics.median(times[precision, "ours"][2:])  # two warm-up rounds excluded
-        gemm = gemm_flops(torch.bfloat16 if precision == "bf16" else torch.float32)
+        gemm = peaks[precision]["peak"] * 1e9
         result = {"config": config, "batch_size": batch_size, "unroll_steps": train.unroll_steps,
                   "vocab_size": vocab_size, "precision": precision,
                   "softmax": "full" if full_softmax else f"sampled({train.n_negative_samples_batch})",
@@ -209,7 +207,7 @@ def measure(config: str, batch_size: int, vocab_size: int, steps: int, precision
                 result["speedup_vs_reference_fp32_per_round"] = _per_round(times["fp32", "reference"],
                                                                            times[precision, "ours"])
         results.append(result)
-    return results
+    return results, shapes, peaks
 
 
 def _per_round(reference: list[float], ours: list[float]) -> float:
@@ -256,11 +254,13 @@ def main() -> None:
     args = parser.parse_args()
     if not args.system_malloc:
         keep_freed_memory()  # as `elmo train` does; the reference runs in this process too, so it gains alike
-    results = measure(args.config, args.batch_size, args.vocab_size, args.steps, args.precision, args.full_softmax,
-                      args.reference)
+    results, shapes, peaks = measure(args.config, args.batch_size, args.vocab_size, args.steps, args.precision,
+                                     args.full_softmax, args.reference)
     for result in results:
         print(json.dumps(result), flush=True)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\n{machine_line()}\n")
+    print(peak_table(shapes, peaks))
     print(f"\n{args.config}, {args.batch_size} x {results[0]['unroll_steps']} tokens, {results[0]['softmax']} "
           f"softmax over {args.vocab_size} words, {results[0]['threads']} threads, median of {args.steps} steps, "
           f"{'system' if args.system_malloc else 'reusing'} malloc; peak resident memory of the process "

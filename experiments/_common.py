@@ -76,7 +76,7 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     parser.add_argument(
         "--sst-classifier", choices=("maxpool", "bcn"), default="maxpool", help="SST-5 model (bcn: the paper's)"
     )
-    parser.add_argument("--epochs", type=int, help="override train.epochs of configs/tasks/*.json (e.g. on a CPU)")
+    parser.add_argument("--epochs", type=int, help="override train.epochs of the task configs (e.g. on a CPU)")
     parser.add_argument(
         "--finetune-epochs", type=int, default=0,
         help="first fine-tune the biLM's LM this many epochs on each task's training sentences, labels unused "
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
         overrides["train.epochs"] = args.epochs
     if task == "sst":
         overrides["model.classifier"] = args.sst_classifier
-    config = read_task_config(REPO / "configs" / "tasks" / f"{task}.json").replace(**overrides)
+    config = read_task_config(task).replace(**overrides)
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())
         finetuned = args.finetune_epochs if config.elmo.enabled else 0

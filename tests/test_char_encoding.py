@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,3 +89,25 @@ def test_any_unicode_string_encodes(word):
     encoded = word.encode("utf-8", "ignore")[:48]
     assert ids[1 : len(encoded) + 1].tolist() == list(encoded) or word in ("<S>", "</S>")
     assert np.all((ids >= 0) & (ids <= 260))
+
+
+def test_a_str_is_refused_where_tokens_belong():
+    """A str iterates as characters: ``batch_to_ids(["a b c"])`` used to give 5 one-character tokens."""
+    with pytest.raises(TypeError, match=r"^batch_to_ids, sentence 1: got the str 'a b c' where a list of tokens is "
+                                        r"expected; split it first, e\.g\. 'a b c'\.split\(\)$"):
+        batch_to_ids([["x"], "a b c"])
+    with pytest.raises(TypeError, match=r"^batch_to_ids: got the str 'The cat' where a list of tokenised sentences"):
+        batch_to_ids("The cat")
+    with pytest.raises(TypeError, match=r"got the str 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\.\.\.'"):
+        batch_to_ids(["a" * 100])
+    assert batch_to_ids((("a", "b"), ["c"])).shape == (2, 2, 50)  # any sequence of tokens is fine
+
+
+def test_a_str_is_refused_where_word_ids_are_made():
+    """The word-input path has the same trap as the character path."""
+    from elmo import Vocabulary, batch_to_token_ids
+
+    vocab = Vocabulary(["<S>", "</S>", "<UNK>", "a"])
+    with pytest.raises(TypeError, match=r"^batch_to_token_ids, sentence 0: got the str 'a b'"):
+        batch_to_token_ids(["a b"], vocab)
+    assert batch_to_token_ids([["a", "b"]], vocab).tolist() == [[4, 3]]

@@ -53,11 +53,11 @@ def test_sentence_keys_and_forget_sentences(tmp_path, text_file, model_dir):
     assert sorted(keyed) == ["a b", "c d e"]
 
 
-def test_missing_input_and_model_errors(tmp_path, model_dir, capsys):
+def test_missing_input_and_model_errors(tmp_path, text_file, model_dir, capsys):
     assert cli_main(["embed", str(tmp_path / "nope.txt"), str(tmp_path / "o.hdf5"), "--top", "--model",
                      str(model_dir)]) == 1
     assert "nope.txt: no such input file" in capsys.readouterr().err
-    assert cli_main(["embed", str(tmp_path / "x.txt"), str(tmp_path / "o.hdf5"), "--top", "--model",
+    assert cli_main(["embed", str(text_file), str(tmp_path / "o.hdf5"), "--top", "--model",
                      str(tmp_path / "nomodel")]) == 1
     assert "nomodel: neither a model directory nor a published model" in capsys.readouterr().err
 

@@ -6,6 +6,8 @@
     out.representations[0]  # (1, 3, 2P)
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from elmo.char_encoding import batch_to_ids, word_to_char_ids
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
@@ -17,6 +19,13 @@ from elmo.modules import BiLM, Elmo, ScalarMix, StatefulBiLM
 from elmo.modules.bilm import build_bilm
 from elmo.precision import Precision
 from elmo.vocab import Vocabulary, batch_to_token_ids
+
+DISTRIBUTION = "elmo-bilm"
+"""The name to ``pip install`` (``elmo`` on PyPI is an unrelated package); the import name is ``elmo``."""
+try:
+    __version__ = version(DISTRIBUTION)
+except PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+    __version__ = "unknown"
 
 __all__ = [
     "BiLM",

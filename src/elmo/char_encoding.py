@@ -18,7 +18,7 @@ A batch is a (batch, time, chars) LongTensor::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -65,6 +65,31 @@ def shifted_char_ids(words: Iterable[str], max_characters_per_token: int = MAX_C
     return np.frombuffer(raw, dtype=np.int16).reshape(-1, max_characters_per_token).astype(np.int64) + 1
 
 
+def as_tokens(sentence: Sequence[str], where: str) -> list[str]:
+    """``sentence`` as a list of tokens. A str is refused: iterating it would make every character a token."""
+    if isinstance(sentence, str):
+        raise TypeError(
+            f"{where}: got the str {_clip(sentence)!r} where a list of tokens is expected; "
+            f"split it first, e.g. {_clip(sentence)!r}.split()"
+        )
+    return list(sentence)
+
+
+def token_lists(sentences: Iterable[Sequence[str]], where: str) -> Iterator[list[str]]:
+    """Each of ``sentences`` as a list of tokens, lazily (:func:`as_tokens`); a str as the whole batch is refused
+    at once."""
+    if isinstance(sentences, str):
+        raise TypeError(
+            f"{where}: got the str {_clip(sentences)!r} where a list of tokenised sentences is expected; "
+            f"pass e.g. [{_clip(sentences)!r}.split()]"
+        )
+    return (as_tokens(s, f"{where}, sentence {i}") for i, s in enumerate(sentences))
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def batch_to_ids(
     sentences: Sequence[Sequence[str]],
     max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
@@ -73,7 +98,7 @@ def batch_to_ids(
     """Character ids for a batch of tokenised sentences, shifted by +1 so that 0 pads.
 
     Args:
-        sentences: B lists of tokens (any Unicode; an empty list is an all-padding row).
+        sentences: B lists of tokens (any Unicode; an empty list is an all-padding row); a str is refused.
         max_characters_per_token: W, 50 for every published model.
         add_sentence_boundaries: wrap every sentence in ``<S> ... </S>`` (the bilm-tf ``Batcher`` layout).
             Leave False for :class:`~elmo.modules.elmo.Elmo`, which adds them itself (the AllenNLP layout).
@@ -81,6 +106,7 @@ def batch_to_ids(
     Returns:
         LongTensor (B, T, W) where T is the longest sentence (+2 with boundaries).
     """
+    sentences = list(token_lists(sentences, "batch_to_ids"))
     if add_sentence_boundaries:
         sentences = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
     max_len = max((len(s) for s in sentences), default=0)

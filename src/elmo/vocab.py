@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, token_lists
 from elmo.errors import InputFileError
+from elmo.runtime.text_files import read_text_lines
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -35,19 +35,8 @@ class Vocabulary:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, require_special_tokens: bool = False) -> Vocabulary:
-        path = Path(path)
-        if not path.is_file():
-            raise InputFileError(f"{path}: no such vocabulary file")
-        words = []
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    word = raw.decode("utf-8").strip()
-                except UnicodeDecodeError as e:
-                    raise InputFileError(f"{path}, line {number}: not valid UTF-8 ({e.reason})") from e
-                if word == "!!!MAXTERMID":
-                    continue
-                words.append(word)
+        words = [word for _, line in read_text_lines(path, what="vocabulary file")
+                 if (word := line.strip()) != "!!!MAXTERMID"]
         vocab = cls(words)
         if require_special_tokens:
             for position, token in enumerate(SPECIAL_TOKENS):
@@ -75,7 +64,8 @@ class Vocabulary:
 def batch_to_token_ids(
     sentences: Sequence[Sequence[str]], vocab: Vocabulary, add_sentence_boundaries: bool = False
 ) -> torch.Tensor:
-    """Word ids for a token-input biLM, +1 shifted so that 0 pads: (B, T) LongTensor."""
+    """Word ids for a token-input biLM, +1 shifted so that 0 pads: (B, T) LongTensor; a str is refused."""
+    sentences = list(token_lists(sentences, "batch_to_token_ids"))
     if add_sentence_boundaries:
         sentences = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
     max_len = max((len(s) for s in sentences), default=0)

@@ -246,3 +246,18 @@ def test_embed_options_are_checked_for_the_api_as_for_the_command_line():
     assert raised.value.command_line == "--max-tokens-per-batch must be >= 1, got 0"
     embedder = Embedder(random_bilm(), EmbedOptions(batch_size=3), precision="bf16")
     assert (embedder.options.batch_size, embedder.options.precision) == (3, "bf16")
+
+
+def test_a_str_is_refused_where_tokens_belong():
+    """A str iterates as characters: ``embed_sentence("The cat sat .")`` used to return 13 token vectors."""
+    embedder = Embedder(random_bilm(), precision="fp32")
+    with pytest.raises(TypeError, match=r"^Embedder.embed_sentence: got the str 'The cat sat \.' where a list of "
+                                        r"tokens is expected; split it first"):
+        embedder.embed_sentence("The cat sat .")
+    with pytest.raises(TypeError, match=r"^Embedder.embed_sentences, sentence 2: got the str 'a b'"):
+        list(embedder.embed_sentences([["x"], [], "a b"]))
+    with pytest.raises(TypeError, match=r"^Embedder.embed_sentences: got the str 'The cat' where a list of tokenised"):
+        list(embedder.embed_sentences("The cat"))
+    with pytest.raises(TypeError, match=r"^Embedder.embed_batch, sentence 0: got the str 'a'"):
+        embedder.embed_batch(["a"])
+    assert embedder.embed_sentence(("The", "cat")).shape == (3, 2, embedder.output_dim)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from elmo.char_encoding import batch_to_ids
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
+from elmo.formats.checked_reads import read_json
 from elmo.formats.model_files import load_bilm
 from tests.faults.conftest import assert_one_line_error, elmo, train_args
 
@@ -82,7 +83,8 @@ def test_extreme_lines(embedder, tmp_path):
     assert all(np.isfinite(v).all() for v in got.values())
 
 
-@pytest.mark.parametrize("case", ["truncated_gzip", "vocab_without_specials", "missing_shard", "not_utf8_corpus"])
+@pytest.mark.parametrize("case", ["truncated_gzip", "vocab_without_specials", "missing_shard", "not_utf8_corpus",
+                                  "directory_shard", "stdin_corpus"])
 def test_bad_training_input_is_a_one_line_error(corpus, tmp_path, case):
     train, vocab = corpus["train"], corpus["vocab"]
     if case == "truncated_gzip":
@@ -97,6 +99,12 @@ def test_bad_training_input_is_a_one_line_error(corpus, tmp_path, case):
     elif case == "missing_shard":
         train = tmp_path / "no-such-shard-*.txt"
         expected = ["no-such-shard-*.txt", "matches no shard"]
+    elif case == "directory_shard":
+        train = tmp_path
+        expected = [f"{tmp_path}: is a directory", f"'{tmp_path}/*'"]
+    elif case == "stdin_corpus":
+        train = "-"
+        expected = ["<stdin>: training reads its corpus once per epoch"]
     else:
         train = tmp_path / "latin1.txt"
         train.write_bytes(b"the cat sat\n" * 3 + "caf\xe9 au lait\n".encode("latin-1"))
@@ -114,3 +122,9 @@ def test_embed_errors_name_file_and_line(tiny_model, tmp_path):
     assert not (tmp_path / "out.hdf5").exists()
     missing = elmo("embed", "--all", "--model", str(tiny_model), str(tmp_path / "nope.txt"), str(tmp_path / "out.hdf5"))
     assert_one_line_error(missing, "nope.txt: no such input file")
+
+
+def test_a_json_config_saved_with_a_byte_order_mark_loads(tmp_path):
+    path = tmp_path / "preset.json"
+    path.write_bytes('\ufeff{"batch_size": 2}'.encode())
+    assert read_json(path) == {"batch_size": 2}

@@ -10,7 +10,7 @@ import pytest
 from elmo.cli import main
 from tests.faults.conftest import train_args
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "src" / "elmo" / "presets"
 
 
 def _mistakes(tmp: Path, corpus: dict[str, Path], model: Path) -> dict[str, tuple[list[str], str]]:
@@ -69,3 +69,28 @@ def test_user_mistakes_give_one_line_and_no_traceback(case, corpus, tiny_model, 
     assert code != 0
     assert err and err[-1].startswith("elmo: error: ") and fragment in err[-1], err
     assert not any(line.startswith("Traceback") for line in err)
+
+
+ARGUMENT_MISTAKES = {
+    "no command": ([], "elmo: error: the following arguments are required: COMMAND (see elmo --help)"),
+    "two layer choices": (["embed", "in.txt", "out.hdf5", "--all", "--top"],
+                          "elmo embed: error: argument --top: not allowed with argument --all (see elmo embed --help)"),
+    "not a number": (["vocab", "c.txt", "-o", "v.txt", "--min-count", "two"],
+                     "elmo vocab: error: argument --min-count: invalid int value: 'two' (see elmo vocab --help)"),
+    "missing flags of a sub-subcommand": (
+        ["task", "evaluate"],
+        "elmo task evaluate: error: the following arguments are required: --model, --input "
+        "(see elmo task evaluate --help)",
+    ),
+    "unknown flag": (["embed", "in.txt", "out.hdf5", "--all", "--nope"],
+                     "elmo embed: error: unrecognized arguments: --nope (see elmo embed --help)"),
+}
+
+
+@pytest.mark.parametrize("case", list(ARGUMENT_MISTAKES))
+def test_argument_mistakes_are_one_line_not_the_usage_block(case, capsys):
+    argv, expected = ARGUMENT_MISTAKES[case]
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [expected]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 import signal
 import time
@@ -14,6 +16,8 @@ import torch
 from safetensors.torch import load_file
 
 from elmo.formats.checkpoints import latest_checkpoint
+from elmo.formats.model_files import save_bilm
+from tests.conftest import random_bilm, tiny_config
 from tests.faults.conftest import elmo, start_elmo, train_args
 
 TRAIN_STEPS = ["--max-steps", "40", "--checkpoint-every", "4", "--log-every", "10", "--optimizer", "adam",
@@ -86,6 +90,45 @@ def test_sigterm_saves_a_checkpoint_and_resume_is_bit_identical(corpus, tmp_path
     reference = tmp_path / "reference"
     elmo(*train_args(corpus, reference, *finish), check=True)
     _assert_same_weights(reference, run)
+
+
+@pytest.fixture(scope="module")
+def model_with_training_keys(tmp_path_factory) -> Path:
+    """A tiny original-format model whose options.json holds bilm-tf's batch keys (fine-tuning starts from them)."""
+    config = dataclasses.replace(tiny_config(), training={"batch_size": 4, "unroll_steps": 5,
+                                                          "n_negative_samples_batch": 16, "n_train_tokens": 999})
+    return save_bilm(random_bilm(config), tmp_path_factory.mktemp("finetune-model"))
+
+
+def _finetune_args(model: Path, corpus: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return ["-q", "finetune", "--model", str(model), "--train", str(corpus["train"]), "--vocab", str(corpus["vocab"]),
+            "--valid", str(corpus["valid"]), "--out", str(out), "--no-progress", *extra]
+
+
+def test_sigint_checkpoints_a_finetune_and_resume_is_bit_identical(model_with_training_keys, corpus, tmp_path):
+    model, run = model_with_training_keys, tmp_path / "interrupted"
+    endless = ["--max-steps", "1000000", "--checkpoint-every", "1000000", "--log-every", "10"]
+    proc = start_elmo(*_finetune_args(model, corpus, run, *endless))
+    _wait_for(lambda: (run / "tensorboard").is_dir(), proc)  # the loop has started
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 128 + signal.SIGINT
+    message = proc.stderr.read()
+    assert "Traceback" not in message and "stopped by SIGINT at step" in message and "--resume" in message
+    stopped_at = latest_checkpoint(run)
+    assert stopped_at is not None, "Ctrl-C must leave a checkpoint of the step it stopped at"
+    step = int(stopped_at.name.split("-")[1])
+    recorded = json.loads((run / "finetune.json").read_text())
+    assert recorded["before"] is not None and recorded["after"] is None
+    # the same fine-tuning, uninterrupted, to 10 steps past the stop (constant learning rate)
+    finish = ["--max-steps", str(step + 10), "--checkpoint-every", "1000000", "--log-every", "10"]
+    elmo(*_finetune_args(model, corpus, run, *finish, "--resume"), check=True)
+    reference = tmp_path / "reference"
+    elmo(*_finetune_args(model, corpus, reference, *finish), check=True)
+    _assert_same_weights(reference, run)
+    finished = json.loads((run / "finetune.json").read_text())
+    assert finished == json.loads((reference / "finetune.json").read_text()) and finished["after"] is not None
+    assert json.loads((run / "train_config.json").read_text())["n_negative_samples_batch"] == 16  # the model's
 
 
 def _embed_args(model: Path, text: Path, out: Path, *extra: str) -> list[str]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import h5py
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -9,7 +10,7 @@ from safetensors.torch import save_file
 from elmo.char_encoding import batch_to_ids
 from elmo.cli import main as cli_main
 from elmo.errors import ConfigError, WeightFileError
-from elmo.formats.model_files import load_bilm, read_options, save_bilm
+from elmo.formats.model_files import load_bilm, read_model_config, read_options, save_bilm
 from tests.conftest import random_bilm
 
 
@@ -82,3 +83,38 @@ def test_written_files_get_ordinary_permissions(tmp_path):
         os.umask(old)
     for path in [*(tmp_path / "h").iterdir(), *(tmp_path / "n").iterdir()]:
         assert path.stat().st_mode & 0o777 == 0o644, path
+
+
+def test_a_directory_and_the_file_pair_together_are_refused(tmp_path):
+    """The CLI refuses --model with --options-file/--weight-file; so does the Python API (it used to pick one)."""
+    save_bilm(random_bilm(), tmp_path)
+    with pytest.raises(ConfigError, match="either a model directory or options_file and weight_file, not both"):
+        load_bilm(tmp_path, options_file=tmp_path / "options.json", weight_file=tmp_path / "weights.hdf5")
+    save_bilm(random_bilm(), tmp_path / "native", native=True)
+    with pytest.raises(ConfigError, match="embedding_file goes with the original format"):
+        load_bilm(tmp_path / "native", embedding_file=tmp_path / "weights.hdf5")
+
+
+def test_options_without_char_cnn_say_so(tmp_path):
+    """A word-input options file (no char_cnn) over weights without a token table: the error names the real cause."""
+    save_bilm(random_bilm(), tmp_path)
+    options = json.loads((tmp_path / "options.json").read_text())
+    del options["char_cnn"]
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    with pytest.raises(WeightFileError, match=r"options.json: no 'char_cnn' block, but .*weights.hdf5 holds a "
+                                              r"character CNN: the options file does not describe these weights"):
+        load_bilm(tmp_path)
+    with h5py.File(tmp_path / "weights.hdf5", "a") as f:
+        del f["char_embed"]
+    with pytest.raises(WeightFileError, match=r"no 'char_cnn' block, so the model reads word ids, but .* holds no "
+                                              r"token table \(dataset 'embedding'\); pass the table as embedding_file"):
+        load_bilm(tmp_path)
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["hdf5", "native"])
+def test_read_model_config_reads_the_options_only(tmp_path, native):
+    bilm = random_bilm()
+    bilm.config.training = {"batch_size": 7}
+    save_bilm(bilm, tmp_path, native=native)
+    (tmp_path / ("model.safetensors" if native else "weights.hdf5")).unlink()  # never read
+    assert read_model_config(tmp_path) == bilm.config

@@ -9,7 +9,7 @@ from elmo.cli import main
 from elmo.tasks import read_word_vectors
 from tests.tasks.conftest import NER_SENTENCES, SST_LINES, write_conll, write_sst
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "tasks"
+CONFIGS = Path(__file__).resolve().parents[2] / "src" / "elmo" / "presets" / "tasks"
 
 
 def _corpus(path: Path) -> Path:

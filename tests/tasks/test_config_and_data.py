@@ -11,7 +11,7 @@ from elmo.tasks.data import take
 from elmo.tasks.task_config import TaskConfig, read_task_config
 from elmo.tasks.word_index import build_word_index, embedding_matrix
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "tasks"
+CONFIGS = Path(__file__).resolve().parents[2] / "src" / "elmo" / "presets" / "tasks"
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.json")))

@@ -66,3 +66,11 @@ def test_labelled_sentence_errors_name_file_and_line(tmp_path, text, message):
     with pytest.raises(InputFileError, match=message) as e:
         read_labelled_sentences(path)
     assert str(path) in str(e.value)
+
+
+def test_readers_drop_a_byte_order_mark(tmp_path):
+    conll, sst = tmp_path / "ner.txt", tmp_path / "sst.tsv"
+    conll.write_bytes("\ufeffEU B-ORG\nrejects O\n".encode())
+    sst.write_bytes("\ufeff4\tgood film\n".encode())
+    assert read_conll(conll)[0].words == ["EU", "rejects"]
+    assert read_labelled_sentences(sst)[0].label == "4"

@@ -114,3 +114,23 @@ def test_blank_only_shards_are_an_error(tmp_path):
     path = _corpus(tmp_path, ["", "  "])
     with pytest.raises(InputFileError, match="contain no sentences"):
         SentenceStream([path]).next_sentence()
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path):
+    shard, vocab = tmp_path / "bom.txt", tmp_path / "vocab.txt"
+    shard.write_bytes("\ufeffthe cat\nsat\n".encode())
+    vocab.write_bytes("\ufeff<S>\n</S>\n<UNK>\nthe\n".encode())  # as Notepad saves it
+    assert [t for _, t in read_sentences(shard)] == [["the", "cat"], ["sat"]]
+    assert Vocabulary.from_file(vocab, require_special_tokens=True).index("the") == 3
+
+
+def test_a_directory_is_not_a_shard(tmp_path):
+    (tmp_path / "shards").mkdir()
+    with pytest.raises(InputFileError, match=r"shards: is a directory, not a text file; give the files as a glob, "
+                                             r"e.g. '.*shards/\*'$"):
+        expand_shards(str(tmp_path / "shards"))
+
+
+def test_training_refuses_a_corpus_it_could_read_only_once():
+    with pytest.raises(InputFileError, match="^<stdin>: training reads its corpus once per epoch, so it cannot come"):
+        SentenceStream(expand_shards("-"))

@@ -38,7 +38,7 @@ def test_cosine_decay():
     ("warmup_steps", -1, "warmup_steps: expected a non-negative integer"),
     ("weight_dropout", 1.0, r"weight_dropout: expected a value in \[0, 1\), got 1.0"),
     ("compile", "yes", "compile: expected true or false, got 'yes'"),
-    ("precision", "fp16", "precision: expected one of fp32, bf16, got 'fp16'"),
+    ("precision", "fp16", "precision: expected one of auto, fp32, bf16, got 'fp16'"),
 ])
 def test_bad_values_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message):

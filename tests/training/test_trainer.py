@@ -159,6 +159,36 @@ def test_user_errors_are_one_line(corpus, tmp_path, capsys):
     assert "no such preset" in capsys.readouterr().err
 
 
+def test_a_failed_start_leaves_no_run_directory(corpus, tmp_path, capsys):
+    """Bad inputs are found before anything is written; a directory the user made keeps only what it held."""
+    (tmp_path / "bad_vocab.txt").write_text("the\ncat\n", encoding="utf-8")
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    for bad, message in ((dict(corpus, vocab=tmp_path / "bad_vocab.txt"), "line 1 must be <S>"),
+                         (dict(corpus, train=tmp_path / "empty.txt"), "empty.txt: no sentences"),
+                         (dict(corpus, train=tmp_path / "nomatch*.txt"), "matches no shard")):
+        assert main(_args(bad, tmp_path / "run", "--max-steps", "1")) == 1
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "run").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep\n")
+    assert main(_args(dict(corpus, train=tmp_path / "empty.txt"), mine, "--max-steps", "1")) == 1
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert main(_args(corpus, mine / "notes.txt", "--max-steps", "1")) == 1
+    assert "notes.txt: not a directory" in capsys.readouterr().err
+
+
+def test_resume_names_a_missing_run_directory(corpus, tmp_path, capsys):
+    args = _args(corpus, tmp_path / "absent", "--resume")
+    del args[1:3]  # no --config: the run's own would be used
+    assert main(args) == 1
+    assert "--resume: the run directory " in (err := capsys.readouterr().err) and "does not exist" in err
+    assert not (tmp_path / "absent").exists()
+    (tmp_path / "absent").mkdir()
+    assert main(args) == 1
+    assert "is not a training run (no train_config.json)" in capsys.readouterr().err
+
+
 def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
     for name, flag in (("bf16", "--bf16"), ("full", "--full-softmax")):
         assert main(["-q", *_args(corpus, tmp_path / name, "--max-steps", "2", "--log-every", "1", flag)]) == 0
@@ -171,7 +201,9 @@ def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
 @pytest.mark.parametrize("key, value, flag", [("bf16", True, "--no-bf16"), ("precision", "bf16", "--precision=fp32")])
 def test_no_bf16_turns_off_a_presets_bf16(corpus, tmp_path, key, value, flag):
     """The earlier spellings (preset key ``bf16``, flag ``--no-bf16``) and the current ones."""
-    preset = {**json.loads((SRC.parent / "configs" / "tiny.json").read_text()), key: value}
+    preset = json.loads((SRC / "elmo" / "presets" / "tiny.json").read_text())
+    preset.pop("precision")  # "auto" in the shipped preset
+    preset[key] = value
     (tmp_path / "bf16.json").write_text(json.dumps(preset))
     args = _args(corpus, tmp_path / "run", "--max-steps", "1", flag)
     args[args.index("tiny")] = str(tmp_path / "bf16.json")
@@ -255,13 +287,14 @@ def test_a_run_written_with_the_earlier_key_name_resumes(corpus, tmp_path):
     """A run directory whose train_config.json has the keys of earlier versions: ``compile_lstm`` (now ``compile``),
     ``bf16`` (now ``precision``) and the retired ``variational_dropout`` and ``average_last`` at their off values."""
     run = tmp_path / "run"
-    assert main(["-q", *_args(corpus, run, "--max-steps", "1", "--checkpoint-every", "1")]) == 0
+    fp32 = ("--precision", "fp32")  # earlier versions wrote fp32 or bf16, never auto
+    assert main(["-q", *_args(corpus, run, "--max-steps", "1", "--checkpoint-every", "1", *fp32)]) == 0
     saved = json.loads((run / "train_config.json").read_text())
     saved["compile_lstm"] = saved.pop("compile")
     saved["bf16"] = saved.pop("precision") == "bf16"
     saved.update(variational_dropout=False, average_last=0.0)
     (run / "train_config.json").write_text(json.dumps(saved))
-    assert main(["-q", *_args(corpus, run, "--max-steps", "2", "--checkpoint-every", "1", "--resume")]) == 0
+    assert main(["-q", *_args(corpus, run, "--max-steps", "2", "--checkpoint-every", "1", "--resume", *fp32)]) == 0
     assert len(json.loads((run / "history.json").read_text())) == 2
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import io
+import sys
 
 import pytest
 
@@ -51,3 +53,16 @@ def test_cli_writes_a_training_vocabulary(tmp_path, capsys):
     assert Vocabulary.from_file(out, require_special_tokens=True).index("z") == 2
     assert main(["vocab", str(tmp_path / "missing*.txt"), "-o", str(out)]) == 1
     assert "matches no shard" in capsys.readouterr().err
+
+
+def test_counts_ignore_a_byte_order_mark_and_read_stdin(tmp_path, monkeypatch):
+    shard = tmp_path / "bom.txt"
+    shard.write_bytes("\ufeffthe cat the\n".encode())
+    assert count_words(expand_shards(str(shard))) == {"the": 2, "cat": 1}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(shard.read_bytes()))))
+    assert count_words(expand_shards("-")) == {"the": 2, "cat": 1}
+
+
+def test_cli_names_a_directory_as_one(tmp_path, capsys):
+    assert main(["vocab", str(tmp_path), "-o", str(tmp_path / "v.txt")]) == 1
+    assert f"{tmp_path}: is a directory, not a text file; give the files as a glob" in capsys.readouterr().err

@@ -6,19 +6,41 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from elmo import DISTRIBUTION, __version__
 from elmo.cli.embed_commands import add_embed_commands
 from elmo.cli.task_commands import add_task_commands
 from elmo.cli.train_commands import add_train_commands
+from elmo.devices import checked_device
 from elmo.errors import ElmoError, Interrupted
 from elmo.settings import SettingError
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Argument mistakes print one line (``elmo embed: error: ...``), not the whole usage block; every command's
+    parser is a subclass, so this holds for all of them."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class SubcommandParser(OneLineErrorParser):
+    """A command's parser names its own unknown flags (argparse leaves them to the top parser: ``elmo: error:``)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="elmo", description="ELMo: embed text, train and evaluate biLMs.")
+    parser = OneLineErrorParser(prog="elmo", description="ELMo: embed text, train and evaluate biLMs.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} (pip package {DISTRIBUTION})")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
     parser.add_argument("-q", "--quiet", action="store_true", help="only print warnings and errors")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=SubcommandParser)
     add_embed_commands(commands)  # embed, convert, dump-token-embeddings, demo
     add_train_commands(commands)  # vocab, train, finetune, perplexity, export
     add_task_commands(commands)  # task train | evaluate | word-vectors
@@ -32,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
     try:
+        if getattr(args, "device", None) is not None:
+            checked_device(args.device)  # a device this machine lacks: one line, before any work
         return args.func(args)
     except Interrupted as e:
         print(f"elmo: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from elmo.cli.model_args import add_model_args, load_model
 from elmo.cli.setting_flags import add_setting_flags, settings_from_args
@@ -16,11 +17,13 @@ log = logging.getLogger("elmo")
 def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.embedding.embed_progress import EmbedProgress
     from elmo.embedding.embedder import Embedder
+    from elmo.embedding.parts import check_paths
     from elmo.runtime.distributed import join_for_barriers, shutdown
     from elmo.runtime.interrupts import stop_on_signals
 
     options = EmbedOptions(**settings_from_args(EmbedOptions, args))
     output = OutputOptions(output_layers=args.layers, **settings_from_args(OutputOptions, args))
+    check_paths(Path(args.input), Path(args.output), output.overwrite)  # before the model loads
     show_progress = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     ranks = join_for_barriers()
     try:
@@ -61,15 +64,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_embed_commands(commands) -> None:
     embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5")
-    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line (UTF-8)")
-    embed.add_argument("output", help="HDF5 file to write (replaced atomically when done)")
+    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line (UTF-8; .gz is "
+                       "unpacked; - reads stdin)")
+    embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work)")
     which = embed.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", dest="layers", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
     which.add_argument("--top", dest="layers", action="store_const", const="top", help="top layer: (n, 2P)")
     which.add_argument("--average", dest="layers", action="store_const", const="average", help="mean of layers")
     add_model_args(embed)
     add_setting_flags(embed, EmbedOptions, ["batch_size", "stateful"])
-    add_setting_flags(embed, OutputOptions, ["use_sentence_keys", "forget_sentences"])
+    add_setting_flags(embed, OutputOptions, ["use_sentence_keys", "forget_sentences", "overwrite"])
     embed.add_argument(
         "--device", default=None, help="torch device (default: cuda[:LOCAL_RANK] if available, else cpu)"
     )

@@ -10,7 +10,9 @@ from pathlib import Path
 from elmo.cli.setting_flags import add_parameter_flag
 from elmo.errors import ElmoError
 from elmo.tasks.data import load_task_data
+from elmo.tasks.task_config import TASK_PRESET_DIR
 from elmo.tasks.word_vectors import train_word_vectors
+from elmo.training.presets import preset_names
 
 log = logging.getLogger("elmo")
 
@@ -68,7 +70,8 @@ def add_task_commands(commands) -> None:
 
     train = sub.add_parser("train", help="train a task model, with or without ELMo")
     train.add_argument("task", choices=("ner", "sst"), help="ner: CoNLL tagging (CRF); sst: label TAB sentence")
-    train.add_argument("--config", required=True, help="task config JSON (configs/tasks/*.json)")
+    train.add_argument("--config", required=True,
+                       help=f"task config: a shipped one ({', '.join(preset_names(TASK_PRESET_DIR))}) or a JSON file")
     train.add_argument("--train", required=True, help="training file")
     train.add_argument("--dev", required=True, help="dev file (selects the best epoch)")
     train.add_argument("--test", help="test file, scored with the dev-selected model")

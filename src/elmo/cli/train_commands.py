@@ -8,9 +8,11 @@ import logging
 from pathlib import Path
 
 from elmo.cli.setting_flags import add_parameter_flag, add_setting_flags, settings_from_args
+from elmo.errors import ConfigError
 from elmo.precision import Precision
 from elmo.training.perplexity import model_perplexity
 from elmo.training.presets import preset_names
+from elmo.training.run_files import is_run_dir
 from elmo.training.train_config import TrainConfig
 from elmo.training.vocab_counts import vocabulary_from_counts
 
@@ -34,6 +36,14 @@ def _train_spec(args: argparse.Namespace, resume: bool, fine_tuning: bool = Fals
     from elmo.training.trainer import TrainSpec
 
     overrides = settings_from_args(TrainConfig, args)
+    own_config = resume and is_run_dir(args.out)  # without --config, a resumed run keeps its own
+    if resume and args.config is None and not own_config and not fine_tuning:
+        state = "is not a training run (no train_config.json)" if Path(args.out).is_dir() else "does not exist"
+        raise ConfigError(f"--resume: the run directory {args.out} {state}; to start a run there, give --config")
+    if fine_tuning and args.config is None and not own_config:
+        from elmo.training.finetune import model_training_keys
+
+        overrides = {**model_training_keys(args.model), **overrides}
     config, train = run_preset(args.config, overrides, args.out, resume, fine_tuning)
     return TrainSpec(
         config=config, train=train, vocab_path=Path(args.vocab), train_patterns=args.train, run_dir=Path(args.out),
@@ -60,10 +70,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     from elmo.runtime.memory import keep_freed_memory
-    from elmo.training.finetune import FINETUNE_FILE, finetune
+    from elmo.training.finetune import finetune
+    from elmo.training.run_files import FINETUNE_FILE
 
     keep_freed_memory()
-    result = finetune(_train_spec(args, resume=False, fine_tuning=True), args.model)
+    result = finetune(_train_spec(args, args.resume, fine_tuning=True), args.model)
     if result["before"] is not None:  # with --valid
         log.info("held-out perplexity before %.2f, after %.2f (geometric mean of both directions; %s)",
                  result["before"]["geometric_mean"], result["after"]["geometric_mean"],
@@ -90,8 +101,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_train_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help=f"preset ({', '.join(preset_names())}) or JSON file")
+def _add_train_args(parser: argparse.ArgumentParser, fine_tuning: bool = False) -> None:
+    presets = f"preset ({', '.join(preset_names())}) or JSON file"
+    parser.add_argument("--config", help=f"{presets}; without it the model's own training keys (its options: "
+                        "batch_size, unroll_steps, n_negative_samples_batch, learning_rate, dropout, ...) stand in for "
+                        "the preset, and the defaults below fill the rest" if fine_tuning else presets)
     parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs")
     parser.add_argument("--vocab", required=True, help="vocabulary file from `elmo vocab` (<S>, </S>, <UNK> first)")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")
@@ -105,6 +119,13 @@ def _add_train_args(parser: argparse.ArgumentParser) -> None:
         keys.add_argument(flag, dest="precision", action="store_const", const=precision.value, help=argparse.SUPPRESS)
 
 
+def _add_resume_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue the run in --out from its newest checkpoint (--config defaults to the run's own)",
+    )
+
+
 def add_train_commands(commands) -> None:
     vocab = commands.add_parser("vocab", help="count words in a corpus and write a training vocabulary")
     vocab.add_argument("corpus", nargs="+", help="text shards (plain or .gz) or quoted globs, one sentence per line")
@@ -115,15 +136,13 @@ def add_train_commands(commands) -> None:
 
     train = commands.add_parser("train", help="train a biLM language model (torchrun for several processes)")
     _add_train_args(train)
-    train.add_argument(
-        "--resume", action="store_true",
-        help="continue the run in --out from its newest checkpoint (--config defaults to the run's own)",
-    )
+    _add_resume_flag(train)
     train.set_defaults(func=cmd_train)
 
     finetune = commands.add_parser("finetune", help="continue LM training of a published/exported model on new text")
     finetune.add_argument("--model", required=True, help="model directory (options.json + weights.hdf5, softmax.hdf5)")
-    _add_train_args(finetune)
+    _add_train_args(finetune, fine_tuning=True)
+    _add_resume_flag(finetune)
     finetune.set_defaults(func=cmd_finetune)
 
     ppl = commands.add_parser("perplexity", help="full-softmax perplexity of a run or an export on a text file")

@@ -24,7 +24,8 @@ class EmbedOptions:
     """Default off: every sentence starts from zero states, so its vectors do not depend on the other sentences,
     and batches can be sorted by length."""
     precision: Precision = setting(
-        Precision.FP32, "fp32 (exact) or bf16 weights (fast on AVX512-BF16/AMX CPUs and GPUs; cosine > 0.999)"
+        Precision.AUTO, "fp32 (exact) or bf16 weights (fast only on AVX512-BF16/AMX CPUs and GPUs; cosine > 0.999); "
+        "auto: bf16 where the device has bf16 units, else fp32"
     )
     max_tokens_per_batch: int = setting(
         4096, "stateless runs: most padded tokens per batch, sentences sorted by length"
@@ -47,6 +48,8 @@ class OutputOptions:
     """"all" (L + 1, n, 2P), "top" (n, 2P) or "average" (n, 2P)."""
     use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
     forget_sentences: bool = setting(False, "do not write the sentence_to_index dataset")
+    overwrite: bool = setting(False, "replace an existing output file that is not HDF5 (never the input itself)")
+    """An existing HDF5 output is always replaced: a rerun is not a mistake, replacing a text file may be."""
     output_dtype: str = setting("float32", "dtype of the stored vectors (float16 halves the file)",
                                 choices=OUTPUT_DTYPES)
     """Computation is unaffected."""

@@ -20,6 +20,7 @@ parts are merged into the output at the end, atomically.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -29,10 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, as_tokens, token_lists
+from elmo.devices import checked_device
 from elmo.embedding.batch_plan import ordered_batches, token_budget_batches
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
-from elmo.embedding.parts import Parts
+from elmo.embedding.parts import Parts, check_paths, sentence_key_problem
 from elmo.embedding.text_input import Line, read_lines
 from elmo.embedding.token_layer_cache import TokenVectors
 from elmo.errors import ElmoError, InputFileError
@@ -40,8 +42,11 @@ from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.sequence import remove_sentence_boundaries
 from elmo.modules.threads import small_ops_on_one_thread
-from elmo.precision import for_precision
+from elmo.precision import for_precision, resolve_precision
 from elmo.runtime.distributed import DistInfo
+from elmo.runtime.text_files import display_name, is_stream
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 """Called after each batch with (sentences, tokens) done in it."""
@@ -62,8 +67,10 @@ class Embedder:
             raise ValueError("Embedder needs a character-input biLM")
         self.bilm = bilm
         self.options = dataclasses.replace(options or EmbedOptions(), **overrides)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model = for_precision(self.bilm.to(self.device).eval(), self.options.precision, self.device)
+        self.device = checked_device(device)
+        self.precision = resolve_precision(self.options.precision, self.device)
+        """What ``options.precision`` became on this device (never auto)."""
+        self.model = for_precision(self.bilm.to(self.device).eval(), self.precision)
         self._stateful = StatefulBiLM(self.model) if self.options.stateful else None
         self._token_vectors = TokenVectors(self.model.token_encoder, self.options.vocab_cache)
 
@@ -83,9 +90,15 @@ class Embedder:
     def output_dim(self) -> int:
         return self.model.output_dim
 
+    def reset_states(self) -> None:
+        """Stateful mode: start every row from zero states again."""
+        if self._stateful is not None:
+            self._stateful.reset()
+
     @torch.inference_mode()
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
         """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
+        sentences = list(token_lists(sentences, "Embedder.embed_batch"))
         if not sentences:
             return []
         with small_ops_on_one_thread(self.device):
@@ -112,7 +125,7 @@ class Embedder:
 
     def embed_sentence(self, sentence: list[str]) -> np.ndarray:
         """One tokenised sentence -> (L + 1, n_tokens, 2P)."""
-        return next(self.embed_sentences([list(sentence)]))
+        return next(self.embed_sentences([as_tokens(sentence, "Embedder.embed_sentence")]))
 
     def embed_sentences(
         self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
@@ -121,8 +134,8 @@ class Embedder:
 
         ``batch_size`` overrides the embedder's for this call. Memory: one chunk of results at a time.
         """
-        iterator = iter(sentences)
-        while chunk := [list(s) for s in islice(iterator, self._chunk_size(batch_size))]:
+        iterator = token_lists(sentences, "Embedder.embed_sentences")
+        while chunk := list(islice(iterator, self._chunk_size(batch_size))):
             results: list[np.ndarray | None] = [None] * len(chunk)
             for i, layers in self._embed_unordered(chunk, progress, batch_size):
                 results[i] = layers
@@ -158,6 +171,7 @@ class Embedder:
         """Embed every line of ``input_path`` into the HDF5 file ``output_path``; returns the number of lines.
 
         Args:
+            input_path: UTF-8 text, plain or gzip; ``-`` (or a pipe) is read once, so it cannot ``resume``.
             output: what to write (default :class:`OutputOptions`); keyword arguments replace single options of
                 it (``output_layers="top"``).
             resume: continue an interrupted run of the same command: only missing chunks are computed.
@@ -168,19 +182,20 @@ class Embedder:
         if self.options.stateful and (resume or ranks.world_size > 1):
             raise ElmoError("--stateful runs carry state through the whole file: they cannot --resume or use torchrun")
         input_path, output_path = Path(input_path), Path(output_path)
-        if not input_path.is_file():
-            raise InputFileError(f"{input_path}: no such input file")
-        output_path.parent.mkdir(parents=True, exist_ok=True)
+        check_paths(input_path, output_path, output.overwrite)
+        if is_stream(input_path) and (resume or ranks.world_size > 1):
+            raise ElmoError(f"{display_name(input_path)} is read once, as it comes: --resume and torchrun need an "
+                            "input file they can read again")
         parts = Parts(output_path, self._manifest(input_path, output))
         if ranks.is_main:
             parts.prepare(resume)
         ranks.barrier()
-        seen_keys: set[str] = set()
+        seen_keys: dict[str, int] = {}  # sentence -> its line number
         n_lines = n_chunks = 0
         lines = read_lines(input_path, output.errors)
         try:
             while chunk := list(islice(lines, self._chunk_size())):
-                keys = [self._key(line, output.use_sentence_keys, seen_keys, input_path) for line in chunk]
+                keys = [self._key(line, output, seen_keys, input_path) for line in chunk]
                 if ranks.owns(n_chunks) and not parts.done(n_chunks):
                     with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
                         for i, layers in self._embed_unordered([line.tokens for line in chunk], progress):
@@ -194,31 +209,36 @@ class Embedder:
             raise
         ranks.barrier()
         if ranks.is_main:
+            if n_lines == 0:
+                log.warning("%s is empty: %s holds no sentences", display_name(input_path), output_path)
             parts.merge(n_chunks, output.forget_sentences)
         return n_lines
 
     def _manifest(self, input_path: Path, output: OutputOptions) -> dict:
         """What a resumed run must share with the run that wrote the parts."""
-        stat = input_path.stat()
+        stat = None if is_stream(input_path) else input_path.stat()  # a stream is never resumed
         return {
-            "input": str(input_path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns,
+            "input": display_name(input_path) if stat is None else str(input_path.resolve()),
+            "input_bytes": stat and stat.st_size, "input_mtime_ns": stat and stat.st_mtime_ns,
             "layers": output.output_layers, "output_dtype": output.output_dtype,
             "sentence_keys": output.use_sentence_keys, "errors": output.errors, "chunk_size": self.options.chunk_size,
-            "precision": self.options.precision.value, "stateful": self.options.stateful,
+            "precision": self.precision.value, "stateful": self.options.stateful,
             "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
         }
 
     @staticmethod
-    def _key(line: Line, use_sentence_keys: bool, seen: set[str], input_path: Path) -> str:
-        if not use_sentence_keys:
+    def _key(line: Line, output: OutputOptions, seen: dict[str, int], input_path: Path) -> str:
+        """The dataset name of ``line``; with sentence keys, an error says why a sentence cannot be an HDF5 name."""
+        if not output.use_sentence_keys:
             return str(line.index)
         key = " ".join(line.tokens)
-        if key in seen or "/" in key or "\x00" in key or key in ("", "."):
+        problem = sentence_key_problem(key, seen, output.forget_sentences)
+        if problem:
             raise InputFileError(
-                f"{input_path}, line {line.index + 1}: cannot use the sentence as a key "
-                "(duplicate, empty, or contains '/' or a NUL character); drop --use-sentence-keys"
+                f"{display_name(input_path)}, line {line.index + 1}: cannot use the sentence as a key: {problem}; "
+                "drop --use-sentence-keys"
             )
-        seen.add(key)
+        seen[key] = line.index + 1
         return key
 
 

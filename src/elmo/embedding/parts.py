@@ -26,16 +26,66 @@ import h5py
 
 from elmo.errors import ElmoError, OutputWriteError
 from elmo.runtime.atomic_files import errno_of, write_failure
+from elmo.runtime.text_files import STDIN, check_input
 
 log = logging.getLogger(__name__)
 
 KEYS = "__keys__"
 SENTENCES = "__sentences__"
 MANIFEST = "manifest.json"
+SENTENCE_TO_INDEX = "sentence_to_index"
 
 
 def parts_dir(output: Path) -> Path:
     return output.with_name(output.name + ".parts")
+
+
+def check_paths(input_path: Path, output: Path, overwrite: bool = False) -> None:
+    """Refuse a missing input, or an output that cannot or must not be written, before any work, so that a long
+    run never ends in an error it could have given at once. An existing HDF5 file is replaced (a rerun); any other
+    file only with ``overwrite``, and never the input itself (also through a link)."""
+    check_input(input_path, "input file")
+    if str(output) == STDIN:
+        raise ElmoError("-: an HDF5 file cannot be written to stdout (it needs a seekable file); give a file name")
+    if output.is_dir():
+        raise ElmoError(f"{output}: is a directory; give the HDF5 file to write, e.g. {output / 'embeddings.hdf5'}")
+    if output.exists():
+        if str(input_path) != STDIN and input_path.exists() and os.path.samefile(input_path, output):
+            raise ElmoError(f"{output}: is the input file; writing to it would destroy the text: give another name")
+        if not overwrite and not h5py.is_hdf5(output):
+            raise ElmoError(f"{output}: exists and is not an HDF5 file; pass --overwrite to replace it")
+    existing = next(p for p in output.absolute().parents if p.exists())
+    if not existing.is_dir():
+        raise ElmoError(f"{existing}: is a file, not a directory: {output} cannot be created")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputWriteError(f"{output.parent}: cannot create the output's directory ({e.strerror})") from e
+    if not os.access(output.parent, os.W_OK | os.X_OK):
+        raise OutputWriteError(f"{output.parent}: cannot write there (permission denied)")
+
+
+def sentence_key_problem(key: str, seen: dict[str, int], forget_sentences: bool) -> str | None:
+    """Why the sentence ``key`` cannot name a dataset of the output (None: it can); ``seen``: sentence -> line."""
+    if key == "":
+        return "the line is empty (an HDF5 name cannot be empty)"
+    if key in seen:
+        return f"it repeats line {seen[key]} (keys must be unique)"
+    if "/" in key:
+        return "it contains '/', which HDF5 reads as a group separator"
+    if "\x00" in key:
+        return "it contains a NUL character, which an HDF5 name cannot hold"
+    if key == ".":
+        return "'.' is HDF5's name for the file's root group"
+    if key in (KEYS, SENTENCES) or (key == SENTENCE_TO_INDEX and not forget_sentences):
+        return f"'{key}' names the output's own bookkeeping dataset"
+    return None
+
+
+def write_sentence_to_index(out: h5py.File, sentence_to_index: dict[str, str]) -> None:
+    """The dataset ``allennlp elmo`` readers look for: (1,) string, a JSON object sentence -> dataset name."""
+    dataset = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
+    dataset[0] = json.dumps(sentence_to_index)
 
 
 class Parts:
@@ -133,8 +183,7 @@ class Parts:
                             texts = json.loads(part[SENTENCES].asstr()[()])
                             sentence_to_index.update(zip(texts, keys))
                 if not forget_sentences:
-                    dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-                    dataset[0] = json.dumps(sentence_to_index)
+                    write_sentence_to_index(out, sentence_to_index)
             os.replace(tmp, self.output)
         except BaseException as e:
             tmp.unlink(missing_ok=True)

@@ -1,7 +1,8 @@
 """Lazy reading of a text file of tokenised sentences, one per line, with line numbers for error messages.
 
 Lines are split on ``\\n`` only (as ``allennlp elmo`` and bilm-tf do), then tokenised on whitespace. An empty
-line is an empty sentence; it keeps its key so keys stay aligned with line numbers.
+line is an empty sentence; it keeps its key so keys stay aligned with line numbers. The file is opened like every
+user text (``elmo.runtime.text_files``: a byte-order mark dropped, gzip, ``-`` for stdin).
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from elmo.errors import InputFileError
+from elmo.runtime.text_files import read_text_lines
 
 ENCODING_ERRORS = ("strict", "replace")
 
@@ -32,17 +32,5 @@ def read_lines(path: str | os.PathLike, errors: str = "strict") -> Iterator[Line
     """
     if errors not in ENCODING_ERRORS:
         raise ValueError(f"errors must be one of {ENCODING_ERRORS}, got {errors!r}")
-    path = Path(path)
-    if not path.is_file():
-        raise InputFileError(f"{path}: no such input file")
-    with open(path, "rb") as f:
-        for index, raw in enumerate(f):
-            try:
-                text = raw.decode("utf-8", errors=errors)
-            except UnicodeDecodeError as e:
-                raise InputFileError(
-                    f"{path}, line {index + 1}: not valid UTF-8 ({e.reason} at byte {e.start}); "
-                    "fix the file or pass --errors replace"
-                ) from e
-            yield Line(index, text.split())
-
+    for number, text in read_text_lines(path, errors, "input file", advice="fix the file or pass --errors replace"):
+        yield Line(number - 1, text.split())

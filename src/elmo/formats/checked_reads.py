@@ -22,7 +22,7 @@ def read_json(path: str | os.PathLike) -> Any:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # -sig: a byte-order mark (Windows editors) is dropped
             return json.load(f)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from e

@@ -221,15 +221,32 @@ def _stored_name(handle: h5py.File, name: str) -> str | None:
     return alias if alias != name and alias in handle else None
 
 
-def read_embedding_vocab_size(path: str | os.PathLike) -> int:
-    """Number of rows of the ``embedding`` dataset of a token-embedding file."""
+def read_embedding_vocab_size(
+    path: str | os.PathLike, options_without_char_cnn: str | os.PathLike | None = None
+) -> int:
+    """Number of rows of the ``embedding`` dataset of a token-embedding file.
+
+    ``options_without_char_cnn``: the options file, when ``path`` is the weight file of the word-input model it
+    describes (the error then says why a table was expected).
+    """
     path = Path(path)
     if not path.is_file():
         raise WeightFileError(f"{path}: no such embedding file")
     try:
         with h5py.File(path, "r") as handle:
-            if "embedding" not in handle:
+            if "embedding" not in handle and options_without_char_cnn is None:
                 raise WeightFileError(f"{path}: missing dataset 'embedding'")
+            if "embedding" not in handle and "char_embed" in handle:
+                raise WeightFileError(
+                    f"{options_without_char_cnn}: no 'char_cnn' block, but {path} holds a character CNN: the options "
+                    "file does not describe these weights (use the options.json published with them)"
+                )
+            if "embedding" not in handle:
+                raise WeightFileError(
+                    f"{options_without_char_cnn}: no 'char_cnn' block, so the model reads word ids, but {path} holds "
+                    "no token table (dataset 'embedding'); pass the table as embedding_file, or use options with "
+                    "a char_cnn block"
+                )
             return int(handle["embedding"].shape[0])
     except OSError as e:
         raise WeightFileError(f"{path}: not a readable HDF5 file ({e})") from e

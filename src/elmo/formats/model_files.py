@@ -15,7 +15,7 @@ from elmo.config import N_CHARACTERS_INFERENCE, BiLMConfig
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.checked_reads import read_json
 from elmo.formats.hdf5 import load_hdf5_weights, read_embedding_vocab_size, save_hdf5_weights
-from elmo.formats.native import NATIVE_CONFIG_FILE, load_native, save_native
+from elmo.formats.native import NATIVE_CONFIG_FILE, load_native, read_native_config, save_native
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.runtime.atomic_files import write_text_atomic
 
@@ -52,25 +52,48 @@ def load_bilm(
             vocabulary instead of characters.
     """
     if model is not None:
-        directory = Path(model)
-        if not directory.exists():
-            raise WeightFileError(f"{directory}: no such model directory")
+        if options_file is not None or weight_file is not None:
+            raise ConfigError("load_bilm: give either a model directory or options_file and weight_file, not both")
+        directory = _model_directory(model)
         if (directory / NATIVE_CONFIG_FILE).is_file():
+            if embedding_file is not None:
+                raise ConfigError(f"{directory}: embedding_file goes with the original format (options.json + "
+                                  "weights.hdf5); this is a native model")
             return load_native(directory)
         options_file, weight_file = directory / OPTIONS_FILE, directory / WEIGHTS_FILE
-        if not options_file.is_file():
-            raise WeightFileError(f"{directory}: neither {NATIVE_CONFIG_FILE} nor {OPTIONS_FILE} found")
     if options_file is None or weight_file is None:
         raise ConfigError("load_bilm: give a model directory, or both options_file and weight_file")
     config = read_options(options_file)
     vocab_size = None
     if embedding_file is not None:
         vocab_size = read_embedding_vocab_size(embedding_file)
-    elif config.char_cnn is None:
-        vocab_size = read_embedding_vocab_size(weight_file)  # token-input models keep the table in the weights
+    elif config.char_cnn is None:  # token-input models keep the table in the weights
+        vocab_size = read_embedding_vocab_size(weight_file, options_without_char_cnn=options_file)
     bilm = build_bilm(config, token_vocab_size=vocab_size)
     load_hdf5_weights(bilm, weight_file, embedding_path=embedding_file)
     return bilm.eval()
+
+
+def read_model_config(model: str | os.PathLike) -> BiLMConfig:
+    """The architecture of a model directory, with the training keys its options hold; the weights stay unread."""
+    directory = _model_directory(model)
+    if (directory / NATIVE_CONFIG_FILE).is_file():
+        return read_native_config(directory)[0]
+    return read_options(directory / OPTIONS_FILE)
+
+
+def is_model_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a model in either format (by its config file)."""
+    return (Path(path) / NATIVE_CONFIG_FILE).is_file() or (Path(path) / OPTIONS_FILE).is_file()
+
+
+def _model_directory(model: str | os.PathLike) -> Path:
+    directory = Path(model)
+    if not directory.exists():
+        raise WeightFileError(f"{directory}: no such model directory")
+    if not is_model_dir(directory):
+        raise WeightFileError(f"{directory}: neither {NATIVE_CONFIG_FILE} nor {OPTIONS_FILE} found")
+    return directory
 
 
 def save_bilm(bilm: BiLM, directory: str | os.PathLike, native: bool = False) -> Path:

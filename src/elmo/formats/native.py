@@ -32,14 +32,19 @@ def save_native(bilm: BiLM, directory: Path, dtype: torch.dtype | None = None) -
     write_text_atomic(directory / NATIVE_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 
 
-def load_native(directory: str | os.PathLike) -> BiLM:
-    directory = Path(directory)
-    config_path, weights_path = directory / NATIVE_CONFIG_FILE, directory / NATIVE_WEIGHTS_FILE
+def read_native_config(directory: str | os.PathLike) -> tuple[BiLMConfig, int | None]:
+    """(architecture, token table size or None) from a native model's config.json."""
+    config_path = Path(directory) / NATIVE_CONFIG_FILE
     meta = read_json(config_path)
     if not isinstance(meta, dict) or meta.get("format") != NATIVE_FORMAT or "options" not in meta:
         raise ConfigError(f"{config_path}: not an elmo native config (expected \"format\": \"{NATIVE_FORMAT}\")")
-    config = BiLMConfig.from_options(meta["options"], source=str(config_path))
-    bilm = build_bilm(config, token_vocab_size=meta.get("token_vocab_size"))
+    return BiLMConfig.from_options(meta["options"], source=str(config_path)), meta.get("token_vocab_size")
+
+
+def load_native(directory: str | os.PathLike) -> BiLM:
+    weights_path = Path(directory) / NATIVE_WEIGHTS_FILE
+    config, token_vocab_size = read_native_config(directory)
+    bilm = build_bilm(config, token_vocab_size=token_vocab_size)
     load_checked_state(bilm, read_safetensors(weights_path), weights_path)
     return bilm.eval()
 

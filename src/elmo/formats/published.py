@@ -154,7 +154,7 @@ def resolve_model(model: str) -> Path:
 
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "pretrained" / "demo"
-"""The small biLM shipped inside the package (``configs/cpu.json`` architecture, trained on public-domain novels;
+"""The small biLM shipped inside the package (the ``cpu`` preset's architecture, trained on public-domain novels;
 see its README.md), so that ELMo works offline on a fresh machine."""
 
 

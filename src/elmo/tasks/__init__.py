@@ -1,7 +1,8 @@
 """Task models that consume ELMo: a CRF sequence tagger (NER) and max-pooling or BCN sentence classifiers (SST).
 
-    from elmo.tasks import TaskConfig, build_runner, load_task_data, train_task
-    config = TaskConfig.from_dict(json.load(open("configs/tasks/ner.json")))
+    from elmo.tasks import build_runner, load_task_data, train_task
+    from elmo.tasks.task_config import read_task_config
+    config = read_task_config("ner")  # a shipped config by name, or a JSON file
     data = load_task_data("ner", "train.txt", "dev.txt", "test.txt")
     runner = build_runner(config, data, word_vectors="vectors.txt", bilm_dir="bilm/")
     result = train_task(runner, data, output_dir="runs/ner", bilm_dir="bilm/")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.runtime.atomic_files import write_text_atomic
-from elmo.tasks.files import read_lines
+from elmo.runtime.text_files import read_text_lines
 
 DOCSTART = "-DOCSTART-"
 
@@ -38,7 +38,7 @@ def read_conll(path: str | os.PathLike) -> list[TaggedSentence]:
     tags: list[str] = []
     first_line = 0
     n_columns = None
-    for number, line in read_lines(path):
+    for number, line in read_text_lines(path):
         columns = line.split()
         if not columns or columns[0] == DOCSTART:
             if words:

@@ -87,11 +87,17 @@ class ActivationCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             signature = weights_hash(embedder.bilm)
             if not self.path.exists():
-                self._open("a").attrs["bilm_weights_sha1"] = signature
+                attrs = self._open("a").attrs
+                attrs["bilm_weights_sha1"], attrs["precision"] = signature, embedder.precision.value
             self._open("r")
             if self._file.attrs.get("bilm_weights_sha1") != signature:
                 self.close()
                 raise InputFileError(f"{self.path}: this activation cache was made with another biLM; use another file")
+            made_in = self._file.attrs.get("precision", "fp32")  # caches of earlier versions: fp32
+            if made_in != embedder.precision.value:
+                self.close()
+                raise InputFileError(f"{self.path}: this activation cache holds {made_in} activations, this run "
+                                     f"computes {embedder.precision.value} (elmo.precision); use another file")
 
     def _open(self, mode: str) -> h5py.File:
         assert self.path is not None

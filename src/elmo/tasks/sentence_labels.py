@@ -14,7 +14,7 @@ from pathlib import Path
 
 from elmo.errors import InputFileError
 from elmo.runtime.atomic_files import write_text_atomic
-from elmo.tasks.files import read_lines
+from elmo.runtime.text_files import read_text_lines
 
 
 @dataclass
@@ -28,7 +28,7 @@ def read_labelled_sentences(path: str | os.PathLike) -> list[LabelledSentence]:
     """Read every non-blank line; a line without a TAB, label or words raises naming file and line."""
     path = Path(path)
     sentences = []
-    for number, line in read_lines(path):
+    for number, line in read_text_lines(path):
         if not line.strip():
             continue
         label, tab, text = line.partition("\t")

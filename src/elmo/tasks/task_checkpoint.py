@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json, read_safetensors
@@ -67,7 +68,7 @@ def load_task_model(
 ) -> TaskRunner:
     """Rebuild a saved task model. ``bilm_dir`` overrides the saved biLM location; ``cached`` the ELMo mode."""
     directory = Path(directory)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = checked_device(device)
     meta = read_json(directory / META_FILE)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ConfigError(f"{directory / META_FILE}: not a task model (expected \"format\": \"{FORMAT}\")")
@@ -103,7 +104,8 @@ def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, 
         use_cache = config.elmo.cached if cached is None else cached
         elmo = build_elmo(config.elmo, bilm.num_layers, None if use_cache else bilm)
         if use_cache:
-            cache = ActivationCache(Embedder(bilm, batch_size=embed_batch_size, device=device), progress=progress)
+            embedder = Embedder(bilm, batch_size=embed_batch_size, precision=config.elmo.precision, device=device)
+            cache = ActivationCache(embedder, progress=progress)
         dim = info["dim"]
     model = build_task_model(config, word_vectors, meta["labels"], elmo, dim)
     return TaskRunner(config, model, WordIndex(meta["words"]), LabelIndex(meta["labels"]), cache, device)

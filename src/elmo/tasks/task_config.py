@@ -1,14 +1,20 @@
-"""Task-model configs: JSON files in ``configs/tasks/`` map onto these dataclasses (unknown keys are errors)."""
+"""Task-model configs: JSON files (the shipped ones in ``elmo/presets/tasks/``) map onto these dataclasses (unknown
+keys are errors)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from elmo.errors import ConfigError
+from elmo.precision import Precision, parse_precision
+from elmo.training.presets import PRESET_DIR, preset_path
 
 TASKS = ("ner", "sst")
+TASK_PRESET_DIR = PRESET_DIR / "tasks"
+"""The task configs shipped inside the package, found by name."""
 
 
 @dataclass
@@ -29,8 +35,11 @@ class ElmoUseConfig:
     cached: bool = True
     """Precompute the frozen biLM's activations once; False runs the biLM inside the model every batch."""
     embed_batch_size: int = 64
+    precision: Precision = Precision.AUTO
+    """Of the biLM pass that fills the activation cache (``elmo embed --precision``); on the fly it runs in fp32."""
 
     def __post_init__(self) -> None:
+        self.precision = parse_precision(self.precision, "elmo.precision")
         if self.layers not in ("all", "top"):
             raise ConfigError(f"elmo.layers: expected 'all' or 'top', got {self.layers!r}")
         if self.l2_coef < 0 or not 0 <= self.dropout < 1:
@@ -132,8 +141,10 @@ def _check_keys(data: dict[str, Any], allowed: set[str], source: str, prefix: st
         raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
 
 
-def read_task_config(path: str) -> TaskConfig:
-    """Load a ``configs/tasks/*.json`` file; errors name the file and the key."""
+def read_task_config(name_or_path: str | Path) -> TaskConfig:
+    """Load a task config: a shipped one by name (``ner``, ``sst``, ...: :data:`TASK_PRESET_DIR`) or a JSON file;
+    errors name the file and the key."""
     from elmo.formats.checked_reads import read_json
 
+    path = preset_path(str(name_or_path), TASK_PRESET_DIR)
     return TaskConfig.from_dict(read_json(path), source=str(path))

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
 from elmo.formats.model_files import load_bilm
@@ -69,7 +70,7 @@ def build_runner(
 
     Seeds torch with ``config.train.seed`` first, so that a run's initialisation is reproducible from its config.
     """
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = checked_device(device)
     torch.manual_seed(config.train.seed)
     pretrained_words, vectors = [], None
     if word_vectors is not None:
@@ -88,7 +89,8 @@ def build_runner(
         dim = bilm.output_dim
         elmo = build_elmo(config.elmo, bilm.num_layers, None if config.elmo.cached else bilm)
         if config.elmo.cached:
-            embedder = Embedder(bilm, batch_size=config.elmo.embed_batch_size, device=device)
+            embedder = Embedder(bilm, batch_size=config.elmo.embed_batch_size, precision=config.elmo.precision,
+                                device=device)
             cache = ActivationCache(embedder, cache_path, progress=progress)
     model = build_task_model(config, matrix, labels.labels, elmo, dim).to(device)
     return TaskRunner(config, model, word_index, labels, cache, device)

@@ -7,7 +7,6 @@ baseline and +ELMo models see exactly the same data. Vectors are stored in the p
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import numpy as np
 
 from elmo.errors import InputFileError
 from elmo.runtime.atomic_files import write_atomic
-from elmo.tasks.files import read_lines
+from elmo.runtime.text_files import check_input, is_stream, read_text_lines
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +28,9 @@ class _Corpus:
         self.path = path
 
     def __iter__(self) -> Iterator[list[str]]:
-        if self.path.suffix == ".gz":
-            with gzip.open(self.path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    if words := line.split():
-                        yield words
-        else:
-            for _, line in read_lines(self.path):
-                if words := line.split():
-                    yield words
+        for _, line in read_text_lines(self.path):
+            if words := line.split():
+                yield words
 
 
 def train_word_vectors(
@@ -55,8 +48,10 @@ def train_word_vectors(
     from gensim.models import FastText, Word2Vec  # heavy import, only needed here
 
     corpus = Path(corpus)
-    if not corpus.is_file():
-        raise InputFileError(f"{corpus}: no such corpus file")
+    check_input(corpus, "corpus file")
+    if is_stream(corpus):
+        raise InputFileError(f"{corpus}: word2vec reads its corpus once per epoch, so it cannot come from stdin or a "
+                             "pipe; save it to a file")
     if algorithm not in ("word2vec", "fasttext"):
         raise ValueError(f"algorithm must be 'word2vec' or 'fasttext', got {algorithm!r}")
     model_class = Word2Vec if algorithm == "word2vec" else FastText
@@ -83,7 +78,7 @@ def read_word_vectors(path: str | os.PathLike, max_words: int | None = None) -> 
     words: list[str] = []
     rows: list[np.ndarray] = []
     dim = None
-    for number, line in read_lines(path):
+    for number, line in read_text_lines(path):
         parts = line.rstrip().split(" ")
         if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
             dim = int(parts[1])

@@ -9,10 +9,8 @@ cursor, line cursor) is enough to continue the stream exactly where it stopped.
 from __future__ import annotations
 
 import glob
-import gzip
 import os
 import sys
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,26 +18,29 @@ from pathlib import Path
 import numpy as np
 
 from elmo.errors import InputFileError
+from elmo.runtime.text_files import STDIN, display_name, is_stream, read_text_lines
 
 
 def expand_shards(patterns: str | Sequence[str]) -> list[Path]:
-    """Sorted files matching one or more globs (a plain path is its own glob); an error names an empty pattern."""
+    """Sorted files matching one or more globs (a plain path is its own glob, ``-`` is stdin); an error names a
+    pattern that matches nothing, or a directory (give its files as a glob: reading every file in a directory
+    would also read stray files such as a README)."""
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [str(patterns)]
     shards: list[Path] = []
     for pattern in patterns:
-        matched = sorted(glob.glob(os.path.expanduser(str(pattern))))
-        files = [Path(m) for m in matched if Path(m).is_file()]
+        if str(pattern) == STDIN:
+            shards.append(Path(STDIN))
+            continue
+        matched = [Path(m) for m in sorted(glob.glob(os.path.expanduser(str(pattern))))]
+        files = [m for m in matched if not m.is_dir()]
+        if not files and matched:
+            what = "is a directory, not a text file" if len(matched) == 1 else "matches only directories"
+            raise InputFileError(f"{pattern}: {what}; give the files as a glob, e.g. '{matched[0] / '*'}'")
         if not files:
             raise InputFileError(f"{pattern}: no such file (the pattern matches no shard)")
         shards.extend(files)
     return shards
-
-
-def _open_binary(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
 
 
 def read_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
@@ -48,25 +49,9 @@ def read_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
     Raises InputFileError naming the file (and line) for a missing file, a truncated or corrupt gzip, or a line
     that is not UTF-8.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise InputFileError(f"{path}: no such file")
-    number = 0
-    try:
-        with _open_binary(path) as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    message = f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start})"
-                    raise InputFileError(message) from e
-                tokens = line.split()
-                if tokens:
-                    yield number, tokens
-    except EOFError as e:
-        raise InputFileError(f"{path}: truncated gzip file (ends inside line {number + 1})") from e
-    except (gzip.BadGzipFile, zlib.error) as e:
-        raise InputFileError(f"{path}: corrupt gzip data after line {number} ({e})") from e
+    for number, line in read_text_lines(path):
+        if tokens := line.split():
+            yield number, tokens
 
 
 def load_shard(path: Path) -> list[list[str]]:
@@ -91,6 +76,17 @@ class SentencePosition:
         return cls(epoch=int(data["epoch"]), shard=int(data["shard"]), line=int(data["line"]))
 
 
+def rereadable(shards: Sequence[Path]) -> list[Path]:
+    """``shards``, refused when empty or when one is stdin or a pipe: training reads its corpus once per epoch."""
+    if not shards:
+        raise InputFileError("no training shards given")
+    for shard in shards:
+        if is_stream(shard):
+            raise InputFileError(f"{display_name(shard)}: training reads its corpus once per epoch, so it "
+                                 "cannot come from stdin or a pipe; save it to a file")
+    return list(shards)
+
+
 class SentenceStream:
     """An endless stream of sentences over the shards, epoch after epoch (or one pass with ``loop=False``).
 
@@ -108,9 +104,7 @@ class SentenceStream:
         loop: bool = True,
         position: SentencePosition | None = None,
     ) -> None:
-        if not shards:
-            raise InputFileError("no training shards given")
-        self.shards = list(shards)
+        self.shards = rereadable(shards)
         self.seed = seed
         self.shuffle = shuffle
         self.loop = loop

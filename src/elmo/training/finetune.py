@@ -14,40 +14,59 @@ from typing import Any
 
 import torch
 
-from elmo.formats.model_files import load_bilm
+from elmo.devices import checked_device
+from elmo.formats.checked_reads import read_json
+from elmo.formats.model_files import load_bilm, read_model_config
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_json_atomic
 from elmo.runtime.distributed import DistInfo
 from elmo.training.corpus import read_sentences
 from elmo.training.perplexity import perplexity
-from elmo.training.run_files import SOFTMAX_FILE, VOCAB_FILE, read_softmax, wrap_bilm
-from elmo.training.trainer import Trainer, TrainSpec, prepare_run_dir
+from elmo.training.run_files import FINETUNE_FILE, SOFTMAX_FILE, VOCAB_FILE, read_softmax, wrap_bilm
+from elmo.training.trainer import TrainSpec, check_run_dir, start_run
 from elmo.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
-FINETUNE_FILE = "finetune.json"
+CORPUS_KEYS = ("n_train_tokens", "n_tokens_vocab")
+"""Training keys of a model's options that describe the corpus it was trained on, not the new text."""
+
+
+def model_training_keys(model_dir: str | Path) -> dict[str, Any]:
+    """The training keys of the model's own options (batch_size, unroll_steps, n_negative_samples_batch, ...).
+
+    Fine-tuning without a preset starts from them, as bilm-tf's ``restart.py`` does, except :data:`CORPUS_KEYS`.
+    """
+    training = read_model_config(model_dir).training
+    keys = {k: v for k, v in training.items() if k not in CORPUS_KEYS and v is not None}
+    if keys:
+        log.info("fine-tuning with the model's own %s", ", ".join(f"{k} {v}" for k, v in sorted(keys.items())))
+    return keys
 
 
 def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     """Train ``spec`` starting from the model in ``model_dir``; returns held-out perplexities before and after.
 
-    They are also written to ``RUN_DIR/finetune.json`` (``None`` without a held-out file).
+    They are also written to ``RUN_DIR/finetune.json`` (``None`` without a held-out file). With ``spec.resume`` the
+    run continues from its newest checkpoint exactly as if it had not stopped (SIGINT/SIGTERM checkpoint the step
+    in progress), and "before" is the one measured when the run started.
     """
     model_dir = Path(model_dir)
     bilm = load_bilm(model_dir)
     vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
-    lm = wrap_bilm(bilm, _softmax_for(model_dir, vocab, bilm.token_encoder.output_dim), spec.train)
+    lm = wrap_bilm(bilm, _softmax_for(model_dir, vocab, bilm.token_encoder.output_dim, spec.train.seed), spec.train)
     assert bilm.config is not None
     spec = dataclasses.replace(spec, config=bilm.config, initial_model=lm)
-    result: dict[str, Any] = {"before": None, "after": None}
+    check_run_dir(spec)  # before the held-out pass, which a run directory in use would waste
+    result: dict[str, Any] = {"before": _recorded_before(spec), "after": None}
     sentences = [t for _, t in read_sentences(spec.valid_path)] if spec.valid_path else None
-    if sentences:
+    if sentences and result["before"] is None:  # measured before a resumed trainer loads its checkpoint into lm
         result["before"] = perplexity(lm, vocab, sentences, rows=spec.train.eval_rows).to_dict()
+    if result["before"] is not None:
         log.info("before fine-tuning: held-out perplexity %s", _short(result["before"]))
-    prepare_run_dir(spec, DistInfo())
-    trainer = Trainer(spec, DistInfo(), torch.device(spec.device or "cpu"))
-    trainer.run()
+    trainer = start_run(spec, DistInfo(), checked_device(spec.device))
+    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": str(model_dir), **result})  # "before", for --resume
+    trainer.run_stoppable("fine-tuning")
     if sentences:
         step, final = trainer.last_evaluation or (None, None)  # the trainer scores the file after its last step
         if step != trainer.state.step or final is None:
@@ -58,12 +77,22 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     return result
 
 
-def _softmax_for(model_dir: Path, vocab: Vocabulary, dim: int) -> Softmax:
+def _recorded_before(spec: TrainSpec) -> dict[str, Any] | None:
+    path = spec.run_dir / FINETUNE_FILE
+    if not (spec.resume and spec.valid_path and path.is_file()):
+        return None
+    recorded = read_json(path)
+    return recorded.get("before") if isinstance(recorded, dict) else None
+
+
+def _softmax_for(model_dir: Path, vocab: Vocabulary, dim: int, seed: int) -> Softmax:
     softmax_path, vocab_path = model_dir / SOFTMAX_FILE, model_dir / VOCAB_FILE
     if softmax_path.is_file() and vocab_path.is_file() and Vocabulary.from_file(vocab_path).words == vocab.words:
         return read_softmax(softmax_path, dim)
     log.warning("%s: no softmax for this vocabulary; training a new one (%d words)", model_dir, len(vocab))
-    return Softmax(len(vocab), dim)
+    with torch.random.fork_rng(devices=[]):  # from the run's seed: the same fine-tuning gives the same weights
+        torch.manual_seed(seed)
+        return Softmax(len(vocab), dim)
 
 
 def _short(result: dict[str, Any]) -> str:

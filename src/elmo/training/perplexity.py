@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
+from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.settings import SettingError
@@ -68,6 +69,7 @@ def model_perplexity(
     """
     if rows < 1:
         raise SettingError("rows", f"must be >= 1, got {rows}")
+    device = checked_device(device or "cpu")
     lm, stored_vocab = load_language_model(model)
     words = Vocabulary.from_file(vocab, require_special_tokens=True) if vocab else stored_vocab
     if words is None:
@@ -78,7 +80,6 @@ def model_perplexity(
     sentences = [t for _, t in read_sentences(data)]
     if not sentences:
         raise ElmoError(f"{data}: no sentences")
-    device = device or "cpu"
     return perplexity(lm.to(device), words, sentences, rows=rows, unroll_steps=unroll_steps, device=device)
 
 

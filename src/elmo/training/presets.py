@@ -1,4 +1,5 @@
-"""Find and read training presets: a name (``configs/<name>.json`` of the source tree) or a JSON file."""
+"""Find and read training presets: a name (``elmo/presets/<name>.json``, shipped inside the package, so names work
+after ``pip install`` from any directory) or a JSON file. Task configs are found the same way in ``presets/tasks/``."""
 
 from __future__ import annotations
 
@@ -12,23 +13,26 @@ from elmo.formats.checked_reads import read_json
 from elmo.training.run_files import RUN_CONFIG_FILE
 from elmo.training.train_config import TrainConfig, split_preset, upgrade_keys
 
-PRESET_DIR = Path(__file__).resolve().parents[3] / "configs"
+PRESET_DIR = Path(__file__).resolve().parents[1] / "presets"
+"""Training presets; task configs are in its ``tasks/``."""
 
 
-def preset_names() -> list[str]:
-    """The presets shipped in ``configs/``, by name."""
-    return sorted(p.stem for p in PRESET_DIR.glob("*.json")) if PRESET_DIR.is_dir() else []
+def preset_names(directory: Path = PRESET_DIR) -> list[str]:
+    """The presets shipped in ``directory``, by name."""
+    return sorted(p.stem for p in directory.glob("*.json"))
 
 
-def preset_path(name_or_path: str) -> Path:
+def preset_path(name_or_path: str, directory: Path = PRESET_DIR) -> Path:
+    """A JSON file given by path, or the shipped preset of that name in ``directory``."""
     path = Path(name_or_path)
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise ConfigError(f"--config {name_or_path}: no such file")
         return path
-    candidate = PRESET_DIR / f"{name_or_path}.json"
+    candidate = directory / f"{name_or_path}.json"
     if not candidate.is_file():
-        raise ConfigError(f"--config {name_or_path}: no such preset (known: {', '.join(preset_names()) or 'none'})")
+        known = ", ".join(preset_names(directory))
+        raise ConfigError(f"--config {name_or_path}: no such preset (known: {known}) and no such file")
     return candidate
 
 

@@ -5,6 +5,7 @@ A training run directory::
     RUN_DIR/train_config.json   the preset (architecture + trainer keys) the run uses
     RUN_DIR/vocab.txt           the vocabulary (softmax row i = line i)
     RUN_DIR/checkpoints/step-N/ see elmo.formats.checkpoints
+    RUN_DIR/finetune.json       fine-tuning runs: the model started from, held-out perplexity before and after
 
 An export directory (``elmo export``) is a model directory any ELMo loader reads, plus the softmax::
 
@@ -26,7 +27,7 @@ from elmo.errors import WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json
 from elmo.formats.checkpoints import latest_checkpoint, read_model_state
 from elmo.formats.hdf5 import write_hdf5_atomic
-from elmo.formats.model_files import load_bilm, save_bilm
+from elmo.formats.model_files import is_model_dir, load_bilm, save_bilm
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.initialization import init_like_original
 from elmo.modules.language_model import BiLMLanguageModel
@@ -37,6 +38,7 @@ from elmo.vocab import Vocabulary
 RUN_CONFIG_FILE = "train_config.json"
 VOCAB_FILE = "vocab.txt"
 SOFTMAX_FILE = "softmax.hdf5"
+FINETUNE_FILE = "finetune.json"
 
 
 def build_language_model(config: BiLMConfig, train: TrainConfig, vocab_size: int) -> BiLMLanguageModel:
@@ -63,9 +65,12 @@ def is_run_dir(path: str | Path) -> bool:
 
 
 def load_language_model(path: str | Path) -> tuple[BiLMLanguageModel, Vocabulary | None]:
-    """A run directory (its newest checkpoint) or an export directory -> (model in eval mode, its vocab if stored)."""
+    """A run directory (its newest checkpoint) or an export directory -> (model in eval mode, its vocab if stored).
+
+    A directory with both a run's config and a model but no checkpoint (the shipped demo) is read as a model.
+    """
     path = Path(path)
-    if is_run_dir(path):
+    if is_run_dir(path) and (latest_checkpoint(path) is not None or not is_model_dir(path)):
         return _load_run(path)
     bilm = load_bilm(path)
     softmax = read_softmax(path / SOFTMAX_FILE, bilm.token_encoder.output_dim)
@@ -88,7 +93,11 @@ def _load_run(run_dir: Path) -> tuple[BiLMLanguageModel, Vocabulary]:
 def read_softmax(path: Path, dim: int) -> Softmax:
     """softmax/W (V, P) and softmax/b (V) from an export's HDF5 file."""
     if not path.is_file():
-        raise WeightFileError(f"{path}: no softmax file (perplexity needs the softmax that `elmo export` writes)")
+        raise WeightFileError(
+            f"{path.parent}: no softmax file ({path.name}), which perplexity needs; published models and the demo "
+            f"ship without one: measure a training run or its `elmo export` (`elmo finetune --model {path.parent} "
+            "...` trains a softmax)"
+        )
     try:
         with h5py.File(path, "r") as f:
             weight = torch.from_numpy(f["softmax/W"][...]).float()

@@ -2,7 +2,7 @@
 
     {"lstm": {...}, "char_cnn": {...}, "bidirectional": true,             <- the architecture (options.json)
      "batch_size": ..., "unroll_steps": ..., "n_negative_samples_batch": ..., ...   <- original trainer keys
-     "seed": ..., "checkpoint_every": ..., "precision": "bf16", ...}                <- our trainer keys
+     "seed": ..., "checkpoint_every": ..., "precision": "auto", ...}                <- our trainer keys
 
 Original keys keep their meaning: ``batch_size`` is rows per process (per GPU in bilm-tf), the gradient is taken of
 ``loss * unroll_steps``, the optimizer is Adagrad(``learning_rate``, ``initial_accumulator_value``) with global-norm
@@ -77,9 +77,10 @@ class TrainConfig:
     grad_accum_steps: int = setting(1, "micro-batches per optimizer step", flag="--grad-accum")
     """More rows per step without more memory."""
     precision: Precision = setting(
-        Precision.FP32, "bf16: bfloat16 autocast for the matrix products, float32 LSTM cells and softmax sums "
-        "(pays on CPUs with AVX512-BF16 or AMX and on GPUs)"
+        Precision.AUTO, "bf16: bfloat16 autocast for the matrix products, float32 LSTM cells and softmax sums (pays "
+        "only on CPUs with AVX512-BF16 or AMX and on GPUs); auto: bf16 where the device has bf16 units, else fp32"
     )
+    """Kept as given (``auto`` too) in the run directory, so a run resumed on another machine decides again."""
     compile: bool = setting(
         False, "torch.compile the training step's elementwise loops (LSTM steps, softmax blocks, char-CNN max-pool, "
         "highway): a minute or two of compiling when the run starts, then faster steps on CPU"

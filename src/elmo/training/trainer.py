@@ -32,20 +32,21 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from elmo.config import BiLMConfig
-from elmo.errors import ConfigError, Interrupted, OutputWriteError, TrainingDiverged
+from elmo.devices import checked_device
+from elmo.errors import ConfigError, InputFileError, Interrupted, OutputWriteError, TrainingDiverged
 from elmo.formats import checkpoints as ckpt
 from elmo.formats.checked_reads import load_checked_state, read_json
 from elmo.modules.compiled import set_compile
 from elmo.modules.language_model import BiLMLanguageModel
-from elmo.precision import Precision, bf16_is_fast
+from elmo.precision import Precision, resolve_precision
 from elmo.runtime.atomic_files import write_failure, write_text_atomic
 from elmo.runtime.distributed import DistInfo, mean_across
 from elmo.runtime.interrupts import StopRequest, stop_on_signals
 from elmo.settings import SettingError
-from elmo.training.corpus import SentenceStream, expand_shards, read_sentences
+from elmo.training.corpus import SentenceStream, expand_shards, read_sentences, rereadable
 from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer
 from elmo.training.perplexity import PerplexityResult, perplexity
-from elmo.training.run_files import RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
+from elmo.training.run_files import FINETUNE_FILE, RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
 from elmo.training.train_config import TrainConfig, lr_factor, merge_preset, split_preset
 from elmo.training.windows import LMBatch, PackerState, RowPacker, windows_to_batch
 from elmo.vocab import Vocabulary
@@ -93,11 +94,15 @@ class Trainer:
         self.spec, self.info, self.device = spec, info, device
         tc = spec.train
         self.vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
-        self.shards = expand_shards(spec.train_patterns)
+        self.shards = rereadable(expand_shards(spec.train_patterns))
+        if not any(True for shard in self.shards for _ in read_sentences(shard)):  # stops at the first sentence
+            raise InputFileError(f"--train {' '.join(map(str, spec.train_patterns))}: no sentences (the files hold "
+                                 "only blank lines)")
         self.local_rows = tc.batch_size * tc.grad_accum_steps
         self.global_rows = self.local_rows * info.world_size
         torch.manual_seed(tc.seed)  # identical initial weights in every process
         set_compile(tc.compile)  # the training step's hot loops through torch.compile, for this process
+        self.precision = resolve_precision(tc.precision, device)  # auto: bf16 only where this device runs it fast
         self.lm = spec.initial_model or build_language_model(spec.config, tc, len(self.vocab))
         self._check_vocab_size()
         self.lm.to(device).train()
@@ -115,7 +120,8 @@ class Trainer:
         self.packer = RowPacker(stream, self.global_rows, tc.unroll_steps, packer_state)
         self.model = DistributedDataParallel(self.lm) if info.enabled else self.lm
         self.total_steps = spec.max_steps or self._steps_from_epochs()
-        self.writer = _tensorboard(spec.run_dir) if info.is_main else None
+        self.writer = None
+        """TensorBoard, opened by ``run``: nothing is written before the inputs have been checked."""
         self.last_evaluation: tuple[int, PerplexityResult] | None = None
         """(step, result) of the newest held-out evaluation; ``run`` ends with one when there is a held-out file."""
         self.stop = StopRequest()
@@ -197,7 +203,7 @@ class Trainer:
             state = (self.lstm_state[0][:, :, rows], self.lstm_state[1][:, :, rows])
             last = k == tc.grad_accum_steps - 1
             sync = contextlib.nullcontext() if last or not self.info.enabled else self.model.no_sync()
-            with sync, torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tc.precision is Precision.BF16):
+            with sync, torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision is Precision.BF16):
                 out = self.model(
                     words, micro.forward_index.to(self.device), micro.backward_index.to(self.device),
                     micro.forward_targets.to(self.device), micro.backward_targets.to(self.device), state, samples,
@@ -246,6 +252,7 @@ class Trainer:
 
     def run(self) -> TrainState:
         if self.info.is_main:
+            self.writer = _tensorboard(self.spec.run_dir)
             log.info(
                 "training %d steps of %d rows x %d tokens (%d process(es)), %s loss, from step %d",
                 self.total_steps, self.global_rows, self.spec.train.unroll_steps, self.info.world_size,
@@ -254,9 +261,6 @@ class Trainer:
             if self.lm.softmax.sparse:
                 log.info("the softmax weights take sparse Adagrad updates: only the rows of each step's negatives "
                          "and targets")
-            if self.spec.train.precision is Precision.BF16 and not bf16_is_fast(self.device):
-                log.warning("bf16 is on, but %s reports no bfloat16 support: training will be slower than "
-                            "float32 (--precision fp32 turns it off)", self.device)
         bar = _progress(self.total_steps, self.state.step, self.spec.progress and self.info.is_main)
         window_start, window_tokens, window_losses = time.perf_counter(), 0, []
         while self.state.step < self.total_steps:
@@ -285,6 +289,12 @@ class Trainer:
             bar.close()
         self._finish()
         return self.state
+
+    def run_stoppable(self, what: str = "training") -> TrainState:
+        """``run`` with SIGINT/SIGTERM as a clean stop: the step in progress finishes and is checkpointed."""
+        with stop_on_signals(what) as request:
+            self.stop = request
+            return self.run()
 
     def _stop_cleanly(self, bar) -> None:
         """After SIGINT/SIGTERM (in any process): checkpoint this step everywhere, then raise Interrupted."""
@@ -400,11 +410,13 @@ class Trainer:
             log.info("wrote %s", plot)
 
 
-def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
-    """Write the preset and the vocabulary into the run directory (or check them when resuming)."""
+def check_run_dir(spec: TrainSpec) -> None:
+    """Refuse a run directory that holds another run (or, when resuming, a run with a different preset)."""
     run_dir = spec.run_dir
     preset = merge_preset(spec.config, spec.train)
     config_path = run_dir / RUN_CONFIG_FILE
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--out {run_dir}: not a directory")
     if spec.resume and config_path.is_file():
         # read as a preset, so keys renamed since the run started compare under their new names
         saved = merge_preset(*split_preset(read_json(config_path), str(config_path)))
@@ -414,6 +426,12 @@ def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
                               "resume with the run's own config")
     elif not spec.resume and ckpt.latest_checkpoint(run_dir) is not None:
         raise ConfigError(f"{run_dir}: already holds checkpoints; pass --resume to continue, or use a new --out")
+
+
+def write_run_dir(spec: TrainSpec, info: DistInfo) -> None:
+    """Write the preset and the vocabulary into the run directory."""
+    run_dir, config_path = spec.run_dir, spec.run_dir / RUN_CONFIG_FILE
+    preset = merge_preset(spec.config, spec.train)
     if info.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.remove_stale_temporaries(run_dir)
@@ -425,13 +443,27 @@ def prepare_run_dir(spec: TrainSpec, info: DistInfo) -> None:
 
 def train(spec: TrainSpec, info: DistInfo | None = None, device: torch.device | None = None) -> TrainState:
     """Train (or resume) a run; returns the final :class:`TrainState`."""
+    finetuned = spec.run_dir / FINETUNE_FILE
+    if spec.resume and finetuned.is_file():  # resumed here, it would end without its perplexity after
+        recorded = read_json(finetuned)
+        model = recorded.get("model", "MODEL") if isinstance(recorded, dict) else "MODEL"
+        raise ConfigError(f"{spec.run_dir}: a fine-tuning run ({FINETUNE_FILE}); continue it with "
+                          f"`elmo finetune --model {model} --resume`")
     info = info or DistInfo()
-    device = device or torch.device("cpu")
-    prepare_run_dir(spec, info)
+    device = checked_device(device or "cpu")
+    return start_run(spec, info, device).run_stoppable()
+
+
+def start_run(spec: TrainSpec, info: DistInfo, device: torch.device) -> Trainer:
+    """The run's trainer, its run directory written only after every input passed its checks.
+
+    The trainer reads the vocabulary and the corpus and builds the model first, so that a bad input (a vocabulary
+    without the special tokens, an empty corpus, a glob that matches nothing) leaves no half-made run directory.
+    """
+    check_run_dir(spec)
     trainer = Trainer(spec, info, device)
-    with stop_on_signals("training") as request:
-        trainer.stop = request
-        return trainer.run()
+    write_run_dir(spec, info)
+    return trainer
 
 
 def _progress(total: int, initial: int, enabled: bool):
