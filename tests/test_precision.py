@@ -13,9 +13,10 @@ import torch
 from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, InputFileError
 from elmo.precision import Precision, bf16_verdict, cpu_features, parse_precision, resolve_precision
+from elmo.presets import PRESET_DIR, preset_names
 from elmo.tasks.elmo_features import ActivationCache
 from elmo.tasks.task_config import TaskConfig
-from elmo.training.presets import PRESET_DIR, load_preset, preset_names
+from elmo.training.presets import load_preset
 from elmo.training.train_config import TrainConfig, split_preset
 from tests.conftest import random_bilm
 

@@ -7,7 +7,7 @@ import pytest
 from elmo.cli import main
 from elmo.errors import WeightFileError
 from elmo.formats.published import demo_model_dir
-from elmo.training.presets import preset_path
+from elmo.presets import preset_path
 from elmo.training.run_files import RUN_CONFIG_FILE, load_language_model
 
 

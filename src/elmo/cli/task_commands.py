@@ -9,10 +9,9 @@ from pathlib import Path
 
 from elmo.cli.setting_flags import add_parameter_flag
 from elmo.errors import ElmoError
+from elmo.presets import TASK_PRESET_DIR, preset_names
 from elmo.tasks.data import load_task_data
-from elmo.tasks.task_config import TASK_PRESET_DIR
 from elmo.tasks.word_vectors import train_word_vectors
-from elmo.training.presets import preset_names
 
 log = logging.getLogger("elmo")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from elmo.cli.setting_flags import add_parameter_flag, add_setting_flags, settings_from_args
 from elmo.errors import ConfigError
 from elmo.precision import Precision
+from elmo.presets import preset_names
 from elmo.training.perplexity import model_perplexity
-from elmo.training.presets import preset_names
 from elmo.training.run_files import is_run_dir
 from elmo.training.train_config import TrainConfig
 from elmo.training.vocab_counts import vocabulary_from_counts

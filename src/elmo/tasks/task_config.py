@@ -10,11 +10,9 @@ from typing import Any
 
 from elmo.errors import ConfigError
 from elmo.precision import Precision, parse_precision
-from elmo.training.presets import PRESET_DIR, preset_path
+from elmo.presets import TASK_PRESET_DIR, preset_path
 
 TASKS = ("ner", "sst")
-TASK_PRESET_DIR = PRESET_DIR / "tasks"
-"""The task configs shipped inside the package, found by name."""
 
 
 @dataclass

@@ -1,5 +1,4 @@
-"""Find and read training presets: a name (``elmo/presets/<name>.json``, shipped inside the package, so names work
-after ``pip install`` from any directory) or a JSON file. Task configs are found the same way in ``presets/tasks/``."""
+"""Read training presets: a shipped one by name (:mod:`elmo.presets`) or a JSON file, with command-line overrides."""
 
 from __future__ import annotations
 
@@ -10,30 +9,9 @@ from typing import Any
 from elmo.config import BiLMConfig
 from elmo.errors import ConfigError
 from elmo.formats.checked_reads import read_json
+from elmo.presets import preset_path
 from elmo.training.run_files import RUN_CONFIG_FILE
 from elmo.training.train_config import TrainConfig, split_preset, upgrade_keys
-
-PRESET_DIR = Path(__file__).resolve().parents[1] / "presets"
-"""Training presets; task configs are in its ``tasks/``."""
-
-
-def preset_names(directory: Path = PRESET_DIR) -> list[str]:
-    """The presets shipped in ``directory``, by name."""
-    return sorted(p.stem for p in directory.glob("*.json"))
-
-
-def preset_path(name_or_path: str, directory: Path = PRESET_DIR) -> Path:
-    """A JSON file given by path, or the shipped preset of that name in ``directory``."""
-    path = Path(name_or_path)
-    if path.suffix == ".json" or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"--config {name_or_path}: no such file")
-        return path
-    candidate = directory / f"{name_or_path}.json"
-    if not candidate.is_file():
-        known = ", ".join(preset_names(directory))
-        raise ConfigError(f"--config {name_or_path}: no such preset (known: {known}) and no such file")
-    return candidate
 
 
 def load_preset(name_or_path: str, overrides: dict[str, Any] | None = None) -> tuple[BiLMConfig, TrainConfig]:
