@@ -8,6 +8,10 @@ sentence into ``<out>/cache/<biLM fingerprint>-<task>.h5`` and shared by all run
 With ``--finetune-epochs N`` the +ELMo runs of a task use a copy of the biLM whose language model was first trained
 N more epochs on the task's training sentences, labels unused (the paper's section 3.4), made once per task into
 ``<out>/bilm-finetuned/``, with its held-out perplexity on the dev sentences before and after.
+
+Every table gives mean ± std per cell and, for each compared pair of settings, a Welch t-test, a bootstrap
+confidence interval and a verdict on the paper's claim (``_significance.py``); beside ``<name>.md`` it writes
+``<name>.json`` with the per-seed scores.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import gzip
 import json
 import logging
 import shutil
-import statistics
 import sys
 from dataclasses import asdict
 from itertools import islice
@@ -30,7 +33,11 @@ matplotlib.use("Agg")  # files only, no display
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
 
-from elmo.errors import ElmoError, InputFileError  # noqa: E402
+from _significance import COMPARISON_HEADERS, compare, mean_std  # noqa: E402, F401 (mean_std: for the scripts)
+
+from elmo.errors import ElmoError, InputFileError, WeightFileError  # noqa: E402
+from elmo.formats.model_files import is_model_dir  # noqa: E402
+from elmo.formats.published import resolve_model  # noqa: E402
 from elmo.runtime.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
 from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
 from elmo.tasks.elmo_features import bilm_fingerprint  # noqa: E402
@@ -54,15 +61,29 @@ VARIANTS = {
     "elmo-lambda1": {"elmo.l2_coef": 1.0},
     "elmo-top": {"elmo.layers": "top"},
     "elmo-in-out": {"elmo.at_output": True},
+    "elmo-carry": {"elmo.initial_state": "carry"},  # experiments/initial_state.py: the biLM's initial state
+    "elmo-warm": {"elmo.initial_state": "warm"},
 }
 QUICK_MODEL = {"model.hidden_dim": 16, "model.classifier_hidden_dim": 16, "model.word_dim": 16}
 QUICK_LIMIT = 60  # sentences per split
 QUICK_CORPUS_LINES = 3000
 
 
-def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
+DEFAULT_BILM = "corpus"
+"""The corpus biLM shipped in the package (src/elmo/pretrained/corpus: experiments/corpus.sh; its card is the README.md there)."""
+HEADLINE_SEEDS = 5
+"""Seeds per setting of the headline comparisons (Table 1, Figure 1); the ablations (Tables 2, 3) default to 3."""
+
+
+def parse_args(description: str, default_seeds: int = 3, more_args=None) -> argparse.Namespace:
+    """The scripts' common flags; ``more_args(parser)`` adds a script's own."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--bilm", required=True, help="pretrained biLM directory")
+    if more_args is not None:
+        more_args(parser)
+    parser.add_argument(
+        "--bilm", default=DEFAULT_BILM,
+        help="pretrained biLM: a model directory or a model name (default: corpus, the biLM shipped in the package)",
+    )
     parser.add_argument("--corpus", required=True, help="the biLM's training text, for the baseline word vectors")
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "tasks"), help="task data root")
     parser.add_argument("--out", help="results directory (default runs/experiments, or runs/experiments-quick)")
@@ -88,10 +109,23 @@ def parse_args(description: str, default_seeds: int = 3) -> argparse.Namespace:
     args = parser.parse_args()
     if args.finetune_epochs < 0:
         parser.error(f"--finetune-epochs must be >= 0, got {args.finetune_epochs}")
+    if args.seeds < 1:
+        parser.error(f"--seeds must be >= 1, got {args.seeds}")
     args.out = Path(args.out or REPO / "runs" / ("experiments-quick" if args.quick else "experiments"))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     sys.excepthook = _one_line_errors
+    args.bilm = str(bilm_path(args.bilm))
     return args
+
+
+def bilm_path(bilm: str) -> Path:
+    """``--bilm`` as a model directory: a path as it is, a published model's name resolved (fetched once)."""
+    path = Path(bilm).expanduser()
+    if path.exists():
+        if not is_model_dir(path):
+            raise WeightFileError(f"{path}: not a model directory (options.json + weights.hdf5, or the native files)")
+        return path
+    return resolve_model(bilm)
 
 
 def _one_line_errors(kind, error, traceback) -> None:
@@ -145,7 +179,8 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
     cache, bilm = None, None  # one cache per task (one writer per file); the baseline needs no biLM
     if config.elmo.enabled:
         bilm = task_bilm(args, task)
-        cache = args.out / "cache" / f"{bilm_fingerprint(bilm)}-{task}.h5"
+        started = "" if config.elmo.initial_state == "zero" else f"-{config.elmo.initial_state}"  # one cache each
+        cache = args.out / "cache" / f"{bilm_fingerprint(bilm)}-{task}{started}.h5"
     runner = build_runner(config, data, word_vectors(args), bilm, cache, args.device)
     try:
         result = train_task(runner, data, run_dir, bilm)
@@ -193,10 +228,16 @@ def task_bilm(args: argparse.Namespace, task: str) -> Path:
     return root / "export"
 
 
-def mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+def seed_scores(args: argparse.Namespace, task: str, variant: str, split: str = "test",
+                fraction: float = 1.0) -> list[float]:
+    """``split`` scores of seeds 0 .. ``--seeds`` - 1 of one setting; each run is trained, or reused if done."""
+    return [run(args, task, variant, seed, fraction)[split] for seed in range(args.seeds)]
+
+
+def comparison_cells(a: list[float], b: list[float], paper_sign: int = 1) -> tuple[list[str], dict]:
+    """The cells of :data:`COMPARISON_HEADERS` for ``a`` against ``b`` and the same as JSON."""
+    result = compare(a, b, paper_sign)
+    return result.cells(), {"a": a, "b": b, "paper_sign": paper_sign, **asdict(result)}
 
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:
@@ -205,9 +246,14 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(args: argparse.Namespace, name: str, title: str, table: str) -> Path:
+def write_table(args: argparse.Namespace, name: str, title: str, table: str, results: dict | None = None) -> Path:
+    """``<out>/<name>.md`` (printed too) and, with ``results``, ``<out>/<name>.json``: the per-seed scores behind
+    the table and each comparison's statistics."""
     note = " (QUICK SMOKE RUN: tiny data slice, 1 epoch; not a result)" if args.quick else ""
     path = args.out / f"{name}.md"
+    if results is not None:
+        write_json_atomic(args.out / f"{name}.json", {"title": title, "bilm": args.bilm, "seeds": args.seeds,
+                                                      "quick": args.quick, **results})
     bilm = f"biLM: `{args.bilm}`"
     if args.finetune_epochs:
         bilm += f", fine-tuned {args.finetune_epochs} epochs on each task's training sentences"
@@ -216,6 +262,10 @@ def write_table(args: argparse.Namespace, name: str, title: str, table: str) -> 
             r = json.loads(report.read_text())
             before, after = r["dev_perplexity_before"]["geometric_mean"], r["dev_perplexity_after"]["geometric_mean"]
             bilm += f"; {r['task']} dev perplexity {before:.1f} -> {after:.1f}"
-    write_text_atomic(path, f"### {title}{note}\n\n{bilm}\n\n{table}")
+    statistics = "" if "comparisons" not in (results or {}) else (
+        "\nCells: mean ± std over seeds. Δ: difference of the means; Welch p: two-sided Welch t-test; 95% CI: "
+        "percentile bootstrap of Δ (seeded); claim: \"reproduced\" only where p < 0.05 in the paper's direction "
+        "(experiments/_significance.py).\n")
+    write_text_atomic(path, f"### {title}{note}\n\n{bilm}\n\n{table}{statistics}")
     print(path.read_text())
     return path

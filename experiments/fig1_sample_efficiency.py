@@ -1,6 +1,7 @@
-"""Figure 1 at our scale: NER test F1 with 1%, 10% and 100% of the training sentences, baseline vs +ELMo.
+"""Figure 1 at our scale: NER test F1 with 1%, 10% and 100% of the training sentences, baseline vs +ELMo, N seeds
+per point (default 5), with a Welch t-test, a bootstrap CI of the gain and a verdict (+ELMo > baseline) per size.
 
-    python experiments/fig1_sample_efficiency.py --bilm BILM_DIR --corpus LM_TRAIN.txt [--seeds 3] [--quick]
+    python experiments/fig1_sample_efficiency.py --bilm BILM_DIR --corpus LM_TRAIN.txt [--seeds 5] [--quick]
 """
 
 from __future__ import annotations
@@ -8,16 +9,24 @@ from __future__ import annotations
 import statistics
 
 import matplotlib.pyplot as plt
-from _common import markdown_table, mean_std, parse_args, run, write_table
+from _common import (
+    COMPARISON_HEADERS,
+    HEADLINE_SEEDS,
+    comparison_cells,
+    markdown_table,
+    mean_std,
+    parse_args,
+    seed_scores,
+    write_table,
+)
 
 FRACTIONS = (0.01, 0.1, 1.0)
 VARIANTS = (("baseline", "baseline"), ("elmo", "+ELMo"))
 
 
 def main() -> None:
-    args = parse_args(__doc__)
-    scores = {(v, f): [run(args, "ner", v, s, f)["test"] for s in range(args.seeds)] for v, _ in VARIANTS
-              for f in FRACTIONS}
+    args = parse_args(__doc__, default_seeds=HEADLINE_SEEDS)
+    scores = {(v, f): seed_scores(args, "ner", v, "test", f) for v, _ in VARIANTS for f in FRACTIONS}
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for variant, label in VARIANTS:
         means = [statistics.mean(scores[variant, f]) for f in FRACTIONS]
@@ -32,10 +41,13 @@ def main() -> None:
     fig.tight_layout()
     args.out.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out / "fig1_sample_efficiency.png", dpi=150)
-    rows = [[f"{100 * f:g}%", *[mean_std(scores[v, f]) for v, _ in VARIANTS]] for f in FRACTIONS]
+    rows, comparisons = [], {}
+    for f in FRACTIONS:
+        cells, comparisons[f"{f:g}"] = comparison_cells(scores["elmo", f], scores["baseline", f])
+        rows.append([f"{100 * f:g}%", *[mean_std(scores[v, f]) for v, _ in VARIANTS], *cells])
     write_table(args, "fig1_sample_efficiency", f"NER test F1 by training size ({args.seeds} seeds)",
-                markdown_table(["training data", *[label for _, label in VARIANTS]], rows)
-                + "\n![sample efficiency](fig1_sample_efficiency.png)\n")
+                markdown_table(["training data", *[label for _, label in VARIANTS], *COMPARISON_HEADERS], rows)
+                + "\n![sample efficiency](fig1_sample_efficiency.png)\n", {"comparisons": comparisons})
 
 
 if __name__ == "__main__":

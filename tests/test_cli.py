@@ -59,7 +59,7 @@ def test_missing_input_and_model_errors(tmp_path, text_file, model_dir, capsys):
     assert "nope.txt: no such input file" in capsys.readouterr().err
     assert cli_main(["embed", str(text_file), str(tmp_path / "o.hdf5"), "--top", "--model",
                      str(tmp_path / "nomodel")]) == 1
-    assert "nomodel: neither a model directory nor a published model" in capsys.readouterr().err
+    assert "nomodel: neither a model directory, a model archive nor a published model" in capsys.readouterr().err
 
 
 def test_mismatched_options_error_without_traceback(tmp_path, text_file, fixture_dir):

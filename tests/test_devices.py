@@ -56,7 +56,8 @@ COMMANDS = commands_with_device()
 
 
 def test_the_commands_with_device_are_found():
-    assert set(COMMANDS) == {"embed", "train", "finetune", "perplexity", "task train", "task evaluate"}
+    assert set(COMMANDS) == {"embed", "train", "finetune", "perplexity", "substitutes", "serve", "task train",
+                             "task evaluate"}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

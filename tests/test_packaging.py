@@ -64,6 +64,7 @@ def test_the_wheel_holds_the_package_and_says_its_version(installed):
     assert not Path(where).is_relative_to(REPO)
     assert version == f"elmo {elmo.__version__} (pip package {elmo.DISTRIBUTION})"
     assert elmo.__version__ != "unknown"
+    assert (Path(where).parent / "pretrained" / "warm" / "warm_text.txt").is_file()  # --initial-state warm's text
 
 
 def test_demo_and_tiny_training_from_outside_the_checkout(installed):

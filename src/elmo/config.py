@@ -36,9 +36,11 @@ TRAINING_KEYS = frozenset(
         "share_embedding_softmax",
     }
 )
-_TOP_KEYS = TRAINING_KEYS | {"lstm", "char_cnn", "bidirectional"}
+_TOP_KEYS = TRAINING_KEYS | {"lstm", "char_cnn", "bidirectional", "manylangs_token_embedder"}
 _LSTM_KEYS = {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"}
 _CNN_KEYS = {"activation", "filters", "n_highway", "embedding", "n_characters", "max_characters_per_token"}
+_MANYLANGS_KEYS = {"name", "activation", "filters", "n_highway", "word_dim", "char_dim", "max_characters_per_token",
+                   "n_characters", "n_words"}
 
 # Character vocabulary sizes: 261 raw ids in training files, 262 with the padding id 0 used at inference.
 N_CHARACTERS_TRAIN = 261
@@ -85,6 +87,83 @@ class CharCNNConfig:
         return sum(n for _, n in self.filters)
 
 
+MANYLANGS_KEY = "manylangs_token_embedder"
+"""The options key of an ELMoForManyLangs token embedder (in place of ``char_cnn``)."""
+
+
+@dataclass
+class ManyLangsTokenConfig:
+    """ELMoForManyLangs' ``cnn`` token embedder (its ``ConvTokenEmbedder``): a word embedding and a char CNN over
+    its own learned character lexicon, concatenated, then one projection. The sizes of the two tables come from the
+    model's dictionaries (``char.dic``, ``word.dic``); 0 means the part is absent (``char_dim``/``word_dim`` 0)."""
+
+    filters: list[tuple[int, int]]
+    char_dim: int = 50
+    word_dim: int = 100
+    n_highway: int = 2
+    activation: str = "relu"
+    """After the max-pool; the highway layers always use relu."""
+    max_characters_per_token: int = 50
+    """Markers included: a token keeps its first max - 2 characters (code points, not bytes)."""
+    n_characters: int = 0
+    """Rows of the character embedding (entries of char.dic)."""
+    n_words: int = 0
+    """Rows of the word embedding (entries of word.dic)."""
+
+    def __post_init__(self) -> None:
+        self.filters = [(int(w), int(n)) for w, n in self.filters]
+        for name in ("char_dim", "word_dim", "n_highway", "n_characters", "n_words"):
+            if int(getattr(self, name)) < 0:
+                raise ConfigError(f"{MANYLANGS_KEY}.{name}: expected >= 0, got {getattr(self, name)}")
+        if self.char_dim == 0 and self.word_dim == 0:
+            raise ConfigError(f"{MANYLANGS_KEY}: char_dim and word_dim are both 0 (no token input)")
+        if self.char_dim > 0:
+            if not self.filters:
+                raise ConfigError(f"{MANYLANGS_KEY}.filters: expected at least one [width, n_filters] pair")
+            for width, num in self.filters:
+                if width < 1 or num < 1 or width > self.max_characters_per_token:
+                    raise ConfigError(f"{MANYLANGS_KEY}.filters: bad [width, n_filters] pair [{width}, {num}]")
+            if self.n_characters < 1:
+                raise ConfigError(f"{MANYLANGS_KEY}.n_characters: a char_dim > 0 needs the character table size")
+        if self.word_dim > 0 and self.n_words < 1:
+            raise ConfigError(f"{MANYLANGS_KEY}.n_words: a word_dim > 0 needs the word table size")
+        if self.activation not in ("relu", "tanh"):
+            raise ConfigError(f"{MANYLANGS_KEY}.activation: expected 'relu' or 'tanh', got {self.activation!r}")
+        if self.max_characters_per_token < 3:
+            raise ConfigError(f"{MANYLANGS_KEY}.max_characters_per_token: expected >= 3, "
+                              f"got {self.max_characters_per_token}")
+
+    @property
+    def n_filters(self) -> int:
+        """Width of the char CNN's output (0 without characters)."""
+        return sum(n for _, n in self.filters) if self.char_dim > 0 else 0
+
+    @property
+    def input_dim(self) -> int:
+        """Width of [word vector; char CNN output], the projection's input."""
+        return self.word_dim + self.n_filters
+
+    def to_options(self) -> dict[str, Any]:
+        return {"name": "cnn", "activation": self.activation, "filters": [[w, n] for w, n in self.filters],
+                "n_highway": self.n_highway, "word_dim": self.word_dim, "char_dim": self.char_dim,
+                "max_characters_per_token": self.max_characters_per_token, "n_characters": self.n_characters,
+                "n_words": self.n_words}
+
+    @classmethod
+    def from_options(cls, options: Any) -> ManyLangsTokenConfig:
+        for key in ("char_dim", "word_dim"):
+            if key not in options:
+                raise ConfigError(f"missing required key '{MANYLANGS_KEY}.{key}'")
+        if options.get("name", "cnn") != "cnn":
+            raise ConfigError(f"{MANYLANGS_KEY}.name: only the 'cnn' token embedder is supported, "
+                              f"got {options.get('name')!r}")
+        return cls(filters=[tuple(f) for f in options.get("filters", [])], char_dim=int(options["char_dim"]),
+                   word_dim=int(options["word_dim"]), n_highway=int(options.get("n_highway", 0)),
+                   activation=options.get("activation", "relu"),
+                   max_characters_per_token=int(options.get("max_characters_per_token", 50)),
+                   n_characters=int(options.get("n_characters", 0)), n_words=int(options.get("n_words", 0)))
+
+
 @dataclass
 class LSTMConfig:
     """The stacked LSTMs with projection (bilm-tf ``lstm`` block); both directions share the shape."""
@@ -115,13 +194,21 @@ class LSTMConfig:
 
 @dataclass
 class BiLMConfig:
-    """A bidirectional LM: token encoder (char CNN, or a token embedding table when ``char_cnn`` is None) + LSTMs."""
+    """A bidirectional LM: token encoder (char CNN, or a token embedding table when ``char_cnn`` is None, or
+    ELMoForManyLangs' token embedder when ``manylangs`` is set) + LSTMs."""
 
     lstm: LSTMConfig
     char_cnn: CharCNNConfig | None
     bidirectional: bool = True
     training: dict[str, Any] = field(default_factory=dict)
     """Trainer-only options.json keys (batch_size, unroll_steps, ...), kept verbatim."""
+    manylangs: ManyLangsTokenConfig | None = None
+    """ELMoForManyLangs' token embedder (options key ``manylangs_token_embedder``); ``char_cnn`` is then None."""
+
+    @property
+    def forget_bias(self) -> float:
+        """TF's constant forget-gate offset; ELMoForManyLangs' (PyTorch) weights already hold it in their bias."""
+        return 0.0 if self.manylangs is not None else 1.0
 
     @property
     def output_dim(self) -> int:
@@ -172,6 +259,12 @@ class BiLMConfig:
                     max_characters_per_token=int(cnn.get("max_characters_per_token", 50)),
                     n_characters=int(cnn.get("n_characters", N_CHARACTERS_INFERENCE)),
                 )
+            manylangs = None
+            if MANYLANGS_KEY in options:
+                if char_cnn is not None:
+                    raise ConfigError(f"'char_cnn' and '{MANYLANGS_KEY}' exclude each other")
+                _check_keys(options[MANYLANGS_KEY], _MANYLANGS_KEYS, source, f"{MANYLANGS_KEY}.")
+                manylangs = ManyLangsTokenConfig.from_options(options[MANYLANGS_KEY])
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from e
         except (TypeError, ValueError, KeyError) as e:
@@ -180,7 +273,7 @@ class BiLMConfig:
         if not bidirectional:
             raise ConfigError(f"{source}: 'bidirectional': false (a one-direction LM) is not supported")
         training = {k: copy.deepcopy(v) for k, v in options.items() if k in TRAINING_KEYS}
-        return cls(lstm=lstm, char_cnn=char_cnn, bidirectional=bidirectional, training=training)
+        return cls(lstm=lstm, char_cnn=char_cnn, bidirectional=bidirectional, training=training, manylangs=manylangs)
 
     def to_options(self) -> dict[str, Any]:
         """The original ``options.json`` object (keys in the order the original writer uses)."""
@@ -196,6 +289,8 @@ class BiLMConfig:
                 "n_characters": c.n_characters,
                 "n_highway": c.n_highway,
             }
+        if self.manylangs is not None:
+            options[MANYLANGS_KEY] = self.manylangs.to_options()
         lstm = self.lstm
         options["lstm"] = {
             "cell_clip": _plain_number(lstm.cell_clip),

@@ -197,6 +197,7 @@ def test_stateful_chunks_keep_whole_batches(tmp_path, fixture_dir, fixture_sente
     text.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
     argv = ["embed", str(text), str(out), "--top", "--stateful", "--batch-size", "3", "--chunk-size", "4"]
+    argv += ["--precision", "fp32"]  # exact, also where auto would pick bf16
     argv += ["--options-file", str(fixture_dir / "options.json"), "--weight-file", str(fixture_dir / "lm_weights.hdf5")]
     assert cli_main(argv) == 0
     with h5py.File(out, "r") as f:

@@ -138,3 +138,21 @@ def test_a_checkpoint_with_wrong_shapes_is_refused(corpus, tmp_path):
     save_file(tensors, path)
     result = elmo(*train_args(corpus, run, "--max-steps", "4", "--resume"))
     assert_one_line_error(result, "model.safetensors", name)
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_a_malicious_alignment_matrix_is_refused_without_running_code(tiny_model, sentences, tmp_path, legacy):
+    """``--align`` reads a pickle (a numpy array saved with torch.save): only numpy's array globals may load."""
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "es_best_mapping.pth"
+    torch.save([np.eye(16), _CreatesAFile(marker)], evil, _use_new_zipfile_serialization=not legacy)
+    with open(tmp_path / "probe.pkl", "wb") as f:  # the payload is real: plain unpickling creates the file
+        pickle.dump(_CreatesAFile(tmp_path / "probe"), f)
+    with open(tmp_path / "probe.pkl", "rb") as f:
+        pickle.load(f).close()
+    assert (tmp_path / "probe").exists()
+    result = elmo("embed", "--all", "--model", str(tiny_model), "--align", str(evil), str(sentences),
+                  str(tmp_path / "out.hdf5"))
+    assert_one_line_error(result, str(evil), "refused global", "only numpy array reconstruction is allowed")
+    assert not marker.exists(), "unpickling the alignment file ran code"
+    assert not (tmp_path / "out.hdf5").exists()

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.formats.manylangs_files import write_manylangs_model
 from tests.journeys.elmo_server import write_shim
+from tests.probing.files import conllu_text, senseval_text
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = (
@@ -65,6 +67,7 @@ def prepare_workdir(root: Path) -> Path:
     demo = REPO / "src" / "elmo" / "pretrained" / "demo"
     for model in ("path/to/model", "BILM_DIR"):  # copies: a block must not be able to change the package's files
         shutil.copytree(demo, repo / model)
+    write_manylangs_model(repo / "de.model")  # a small ELMoForManyLangs model (docs/formats.md)
     # texts to embed
     _write_lines(repo / "sentences.txt", _sentences(rng, 5))
     _write_lines(repo / "in.txt", _sentences(rng, 5))
@@ -83,7 +86,22 @@ def prepare_workdir(root: Path) -> Path:
         _write_sst(root / "shared" / "data" / "tasks" / "sst" / f"sst5.{split}.tsv", rng, _sentences(rng, 12))
     for name in ("some_other.conll", "train.conll", "dev.conll"):
         _write_conll(repo / name, _sentences(rng, 12))
+    _write_probe_files(root, repo)
     return repo
+
+
+def _write_probe_files(root: Path, repo: Path) -> None:
+    """docs/probing.md: UD English EWT and Senseval where the docs read them, a corpus with "play" in it."""
+    ewt = root / "shared" / "data" / "tasks" / "ud_english_ewt"
+    ewt.mkdir(parents=True)
+    for split in ("train", "test"):
+        (ewt / f"en_ewt-ud-{split}.conllu").write_text(conllu_text(), encoding="utf-8")
+    senseval = root / "shared" / "data" / "tasks" / "senseval"
+    senseval.mkdir(parents=True)
+    for word in ("line-n", "hard-a"):
+        (senseval / f"{word[:-2]}.pos").write_text(senseval_text(word, 10), encoding="utf-8")
+    _write_lines(repo / "corpus.txt", [["they", "play", "a", "game"], ["we", "saw", "a", "play"]]
+                 + _sentences(random.Random(1), 20))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ import torch
 
 from elmo.char_encoding import batch_to_ids
 from elmo.modules.bilm import StatefulBiLM
+from elmo.modules.threads import small_ops_on_one_thread
 from tests.conftest import random_bilm, tiny_config
 
 SENTENCES = [["The", "bank", "raised", "rates", "."], ["Hi"], [], ["Ünïcödé", "tokens", "work", "too"]]
@@ -33,6 +34,20 @@ def test_stateless_sentence_vectors_do_not_depend_on_the_batch():
         n = len(sentence) + 2
         for layer_together, layer_alone in zip(together, alone):
             torch.testing.assert_close(layer_together[b, :n], layer_alone[0, :n], rtol=1e-5, atol=1e-6)
+
+
+def test_directions_side_by_side_on_two_cores_equal_one_after_the_other():
+    bilm = random_bilm()
+    sequential = _layers(bilm, SENTENCES)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with small_ops_on_one_thread("cpu"):  # as the Embedder runs it: the two directions on two threads
+            concurrent = _layers(bilm, SENTENCES)
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(sequential, concurrent):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
 
 def test_backward_direction_reads_the_sentence_reversed():

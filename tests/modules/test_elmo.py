@@ -88,3 +88,38 @@ def test_stateful_elmo_differs_after_the_first_batch_and_resets():
         again = elmo(ids).representations[0]
     assert not torch.allclose(first, second)
     torch.testing.assert_close(first, again)
+
+
+def test_alignment_maps_each_representation_after_the_mix_as_x_times_W_transposed():
+    """Aligned multilingual ELMo (Schuster et al. 2019): nn.Linear(bias=False) with weight W on the mix output."""
+    bilm = random_bilm()
+    w = torch.randn(16, 16, generator=torch.Generator().manual_seed(1))  # not symmetric: W and W.T differ
+    plain = Elmo(bilm, num_output_representations=2, dropout=0.0)
+    aligned = Elmo(bilm, num_output_representations=2, dropout=0.0, alignment=w)
+    with torch.no_grad():
+        for elmo in (plain, aligned):
+            elmo.scalar_mixes[1].scalar_parameters.copy_(torch.tensor([1.0, -1.0, 0.5]))
+        expected = plain(batch_to_ids(SENTENCES))
+        out = aligned(batch_to_ids(SENTENCES))
+    for x, y in zip(expected.representations, out.representations):
+        by_hand = torch.einsum("btj,ij->bti", x, w)  # y_i = sum_j W_ij x_j
+        torch.testing.assert_close(y, by_hand)
+        assert not torch.allclose(y, x @ w)  # the orientation matters
+    assert out.representations[0][1, 3:].eq(0).all()  # padding stays zero
+    assert "alignment" not in aligned.state_dict()  # task checkpoints load with or without one
+
+
+def test_alignment_on_layer_1_as_the_published_models_use_it():
+    bilm = random_bilm()
+    w = torch.randn(16, 16, generator=torch.Generator().manual_seed(2))
+    elmo = Elmo(bilm, dropout=0.0, scalar_mix_parameters=[-9e10, 1, -9e10], alignment=w)
+    with torch.no_grad():
+        layer1 = bilm(batch_to_ids(SENTENCES, add_sentence_boundaries=True)).layers[1]
+        out = elmo(batch_to_ids(SENTENCES)).representations[0]
+    torch.testing.assert_close(out[0], layer1[0, 1:7] @ w.T)
+
+
+@pytest.mark.parametrize("shape", [(16, 8), (8, 8), (16,)])
+def test_alignment_of_the_wrong_shape_is_refused(shape):
+    with pytest.raises(ValueError, match=r"alignment must be a float \(16, 16\) matrix"):
+        Elmo(random_bilm(), alignment=torch.zeros(shape))

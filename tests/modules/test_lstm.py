@@ -116,3 +116,31 @@ def test_stack_state_in_and_out():
     torch.testing.assert_close(torch.cat([first[-1], second[-1]], 1), full[-1])
     torch.testing.assert_close(state_split[0], state_full[0])
     torch.testing.assert_close(state_split[1], state_full[1])
+
+
+def test_step_windows_group_consecutive_steps_up_to_the_row_budget():
+    from elmo.modules.lstm import step_windows
+
+    assert step_windows([3, 3, 2, 1, 0, 0], 6) == [(0, 2, 6), (2, 4, 3)]
+    assert step_windows([9, 2, 2], 4) == [(0, 1, 9), (1, 3, 4)]  # a step over the budget gets a window alone
+    assert step_windows([0, 0], 4) == [] and step_windows([], 4) == []
+
+
+@pytest.mark.parametrize("window_rows", [1, 3, 7, 2048])
+def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatch, window_rows):
+    import elmo.modules.lstm as lstm
+
+    monkeypatch.setattr(lstm, "INPUT_WINDOW_ROWS", window_rows)
+    cell = LstmCellWithProjection(4, 6, 3, cell_clip=0.5, proj_clip=0.4)
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.normal_(0, 1.5)  # both clips active
+    x = torch.randn(4, 5, 4)
+    mask = torch.arange(5).unsqueeze(0) < torch.tensor([[3], [5], [0], [1]])  # unsorted lengths, one empty row
+    state = (torch.randn(4, 3) * 0.1, torch.randn(4, 6) * 0.1)
+    expected, (h, c) = cell(x, mask, state)
+    with torch.no_grad():
+        out, (h_inference, c_inference) = cell(x, mask, state)
+    torch.testing.assert_close(out, expected.detach(), rtol=0, atol=1e-6)
+    torch.testing.assert_close(h_inference, h.detach(), rtol=0, atol=1e-6)
+    torch.testing.assert_close(c_inference, c.detach(), rtol=0, atol=1e-6)

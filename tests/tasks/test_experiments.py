@@ -27,13 +27,19 @@ def _data_dir(root: Path) -> Path:
     return root
 
 
-@pytest.mark.slow
-def test_table3_and_fig2_quick(tmp_path, bilm_dir):
+def _quick_args(tmp_path: Path, bilm_dir: Path) -> tuple[list[str], dict[str, str]]:
+    """The flags of a quick run on tiny stand-in files, and the scripts' environment."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("John lives in Paris .\nMary visited New York\n" * 20)
     common = ["--bilm", str(bilm_dir), "--corpus", str(corpus), "--data-dir", str(_data_dir(tmp_path / "data")),
-              "--out", str(tmp_path / "out"), "--quick", "--seeds", "1", "--device", "cpu"]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+              "--out", str(tmp_path / "out"), "--quick", "--device", "cpu"]
+    return common, {**os.environ, "PYTHONPATH": str(REPO / "src")}
+
+
+@pytest.mark.slow
+def test_table3_and_fig2_quick(tmp_path, bilm_dir):
+    common, env = _quick_args(tmp_path, bilm_dir)
+    common += ["--seeds", "1"]
     for script in ("table3_elmo_position.py", "fig2_layer_weights.py"):
         done = subprocess.run([sys.executable, str(REPO / "experiments" / script), *common], env=env,
                               capture_output=True, text=True, timeout=300)
@@ -79,3 +85,39 @@ def test_bad_input_is_one_line(tmp_path, bilm_dir):
     done = subprocess.run([sys.executable, script, *common, "--corpus", "x", "--finetune-epochs", "-1"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--finetune-epochs must be >= 0, got -1" in done.stderr
+
+
+@pytest.mark.slow
+def test_table1_has_seed_statistics_and_resumes_seed_by_seed(tmp_path, bilm_dir):
+    common, env = _quick_args(tmp_path, bilm_dir)
+    common += ["--tasks", "sst"]
+    script = str(REPO / "experiments" / "table1_baseline_vs_elmo.py")
+    done = subprocess.run([sys.executable, script, *common, "--seeds", "2"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "out" / "table1.md").read_text()
+    assert "| Welch p | 95% CI of Δ | claim |" in table and "Welch t-test" in table
+    results = json.loads((tmp_path / "out" / "table1.json").read_text())
+    sst = results["comparisons"]["sst"]
+    assert len(sst["a"]) == len(sst["b"]) == 2 and sst["verdict"] in ("reproduced", "not significant", "opposite")
+    assert sst["difference"] == pytest.approx(sum(sst["a"]) / 2 - sum(sst["b"]) / 2)
+    # a third seed: only its two runs are trained, the first four are reused
+    again = subprocess.run([sys.executable, script, *common, "--seeds", "3"], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    trained = [line for line in again.stderr.splitlines() if "INFO run sst/" in line]
+    assert sorted(line.split("INFO run ")[1].split(":")[0] for line in trained) == [
+        "sst/baseline-seed2", "sst/elmo-seed2"]
+    assert len(json.loads((tmp_path / "out" / "table1.json").read_text())["comparisons"]["sst"]["a"]) == 3
+
+
+def test_default_bilm_is_the_corpus_export_and_its_absence_is_one_line(tmp_path):
+    common = ["--corpus", "x", "--out", str(tmp_path / "out"), "--quick", "--tasks", "sst"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    script = str(REPO / "experiments" / "table1_baseline_vs_elmo.py")
+    done = subprocess.run([sys.executable, script, *common, "--bilm", str(tmp_path / "nothing")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "nothing" in done.stderr.strip().splitlines()[-1]
+    helped = subprocess.run([sys.executable, script, "--help"], env=env, capture_output=True, text=True, timeout=60)
+    assert "default: corpus" in helped.stdout and "default 5" in helped.stdout

@@ -63,3 +63,40 @@ def test_rows_are_contiguous_streams():
     mean = sum(loss * n for loss, n in losses) / sum(n for _, n in losses)
     assert result.forward == pytest.approx(math.exp(mean), rel=1e-5)
     assert result.tokens == 13
+
+
+def _each_sentence_by_hand(lm, sentences, backward: bool, start=None) -> float:
+    """Mean CE of one direction with every sentence run on its own from ``start`` (zeros if None)."""
+    total, count = 0.0, 0
+    for sentence in sentences:
+        tokens = ["<S>", *sentence, "</S>"]
+        if backward:
+            tokens.reverse()
+        with torch.no_grad():
+            x = lm.bilm.token_encoder(batch_to_ids([tokens[:-1]]))  # (1, n, P)
+            stack = lm.bilm.backward_lstm if backward else lm.bilm.forward_lstm
+            state = None if start is None else (start[0][int(backward)], start[1][int(backward)])  # (L, 1, .)
+            top = stack(x, None, state)[0][-1][0]  # (n, P)
+            logp = F.log_softmax(top @ lm.softmax.weight.T + lm.softmax.bias, dim=-1)
+            targets = torch.tensor([VOCAB.index(w) for w in tokens[1:]])
+            total += -logp[torch.arange(len(targets)), targets].sum().item()
+            count += len(targets)
+    return total / count
+
+
+def test_zero_and_warm_score_each_sentence_from_its_own_start():
+    from elmo.formats.warm_state import warm_state_for
+
+    lm = _tiny_lm()
+    carry = perplexity(lm, VOCAB, SENTENCES, unroll_steps=2)
+    zero = perplexity(lm, VOCAB, SENTENCES, unroll_steps=2, initial_state="zero", sentences_per_batch=2)
+    assert zero.forward == pytest.approx(math.exp(_each_sentence_by_hand(lm, SENTENCES, False)), rel=1e-5)
+    assert zero.backward == pytest.approx(math.exp(_each_sentence_by_hand(lm, SENTENCES, True)), rel=1e-5)
+    assert zero.tokens == carry.tokens == 13 and zero.forward != pytest.approx(carry.forward, rel=1e-5)
+    warm = perplexity(lm, VOCAB, SENTENCES, unroll_steps=2, initial_state="warm")
+    start = warm_state_for(lm.bilm, None, ("<S>", "</S>"))  # computed by the call above, kept on the model
+    assert float(start[1].abs().max()) > 0
+    assert warm.forward == pytest.approx(math.exp(_each_sentence_by_hand(lm, SENTENCES, False, start)), rel=1e-5)
+    assert warm.backward == pytest.approx(math.exp(_each_sentence_by_hand(lm, SENTENCES, True, start)), rel=1e-5)
+    with pytest.raises(ValueError, match="initial_state must be one of"):
+        perplexity(lm, VOCAB, SENTENCES, initial_state="cold")

@@ -10,6 +10,9 @@ from typing import NoReturn
 
 from elmo import DISTRIBUTION, __version__
 from elmo.cli.embed_commands import add_embed_commands
+from elmo.cli.model_commands import add_model_commands
+from elmo.cli.probe_commands import add_probe_commands
+from elmo.cli.serve_commands import add_serve_commands
 from elmo.cli.task_commands import add_task_commands
 from elmo.cli.train_commands import add_train_commands
 from elmo.devices import checked_device
@@ -41,9 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
     parser.add_argument("-q", "--quiet", action="store_true", help="only print warnings and errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=SubcommandParser)
-    add_embed_commands(commands)  # embed, convert, dump-token-embeddings, demo
+    add_embed_commands(commands)  # embed, convert, dump-token-embeddings, warm-state, demo
+    add_model_commands(commands)  # models
     add_train_commands(commands)  # vocab, train, finetune, perplexity, export
     add_task_commands(commands)  # task train | evaluate | word-vectors
+    add_probe_commands(commands)  # probe pos | wsd, neighbours
+    add_serve_commands(commands)  # serve
     return parser
 
 

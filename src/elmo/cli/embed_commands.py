@@ -1,4 +1,4 @@
-"""``elmo embed``, ``convert``, ``dump-token-embeddings`` and ``demo``: commands that run a biLM."""
+"""``elmo embed``, ``convert``, ``dump-token-embeddings``, ``warm-state`` and ``demo``: commands that run a biLM."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from elmo.cli.model_args import add_model_args, load_model
 from elmo.cli.setting_flags import add_setting_flags, settings_from_args
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
+from elmo.errors import ConfigError
 
 log = logging.getLogger("elmo")
 
@@ -18,16 +19,26 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.embedding.embed_progress import EmbedProgress
     from elmo.embedding.embedder import Embedder
     from elmo.embedding.parts import check_paths
+    from elmo.formats.alignment import read_alignment
     from elmo.runtime.distributed import join_for_barriers, shutdown
     from elmo.runtime.interrupts import stop_on_signals
 
     options = EmbedOptions(**settings_from_args(EmbedOptions, args))
     output = OutputOptions(output_layers=args.layers, **settings_from_args(OutputOptions, args))
     check_paths(Path(args.input), Path(args.output), output.overwrite)  # before the model loads
+    if args.align and getattr(args, "server", None):
+        raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
     show_progress = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     ranks = join_for_barriers()
     try:
-        embedder = Embedder(load_model(args), options, device=args.device or ranks.default_device())
+        if args.server:  # the vectors come from a running `elmo serve`
+            from elmo.cli.serve_commands import remote_embedder
+
+            embedder = remote_embedder(args, options)
+        else:
+            bilm = load_model(args)
+            alignment = read_alignment(args.align, bilm.output_dim) if args.align else None
+            embedder = Embedder(bilm, options, device=args.device or ranks.default_device(), alignment=alignment)
         with stop_on_signals("embedding") as stop, EmbedProgress(show_progress and not args.quiet, ranks, stop) as bar:
             count = embedder.embed_file(args.input, args.output, output, resume=args.resume, ranks=ranks, progress=bar)
     finally:
@@ -55,6 +66,15 @@ def cmd_dump_token_embeddings(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warm_state(args: argparse.Namespace) -> int:
+    from elmo.embedding.warm_state import store_warm_state
+    from elmo.formats.published import resolve_model
+
+    path = store_warm_state(resolve_model(args.model))
+    log.info("wrote %s", path)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from elmo.embedding.demo import run_demo
 
@@ -64,16 +84,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_embed_commands(commands) -> None:
     embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5")
-    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line (UTF-8; .gz is "
-                       "unpacked; - reads stdin)")
+    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line, or a CoNLL-U file "
+                       "with --input-format conllu (UTF-8; .gz is unpacked; - reads stdin)")
     embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work)")
     which = embed.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", dest="layers", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
     which.add_argument("--top", dest="layers", action="store_const", const="top", help="top layer: (n, 2P)")
     which.add_argument("--average", dest="layers", action="store_const", const="average", help="mean of layers")
     add_model_args(embed)
-    add_setting_flags(embed, EmbedOptions, ["batch_size", "stateful"])
-    add_setting_flags(embed, OutputOptions, ["use_sentence_keys", "forget_sentences", "overwrite"])
+    embed.add_argument("--server", metavar="URL", help="send the batches to a running `elmo serve` at URL (its "
+                       "model; API key from $ELMO_API_KEY) instead of loading a model here")
+    embed.add_argument("--align", metavar="FILE", help="alignment matrix W of the aligned multilingual models "
+                       "(<lang>_best_mapping.pth, fitted on layer 1): every output vector x becomes x @ W.T")
+    add_setting_flags(embed, EmbedOptions, ["batch_size", "stateful", "initial_state"])
+    add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "overwrite"])
     embed.add_argument(
         "--device", default=None, help="torch device (default: cuda[:LOCAL_RANK] if available, else cpu)"
     )
@@ -86,7 +110,8 @@ def add_embed_commands(commands) -> None:
                        help="progress bar with sentences/s and tokens/s (auto: when stderr is a terminal)")
     embed.set_defaults(func=cmd_embed)
 
-    convert = commands.add_parser("convert", help="convert a model between the original and the native format")
+    convert = commands.add_parser("convert", help="convert a model between the original and the native format "
+                                  "(an ELMoForManyLangs model: to native only)")
     add_model_args(convert)
     convert.add_argument("output", help="output directory")
     convert.add_argument(
@@ -103,6 +128,13 @@ def add_embed_commands(commands) -> None:
     dump.add_argument("output", help="HDF5 file to write (dataset 'embedding', one row per vocabulary line)")
     dump.add_argument("--batch-size", type=int, default=1024, help="tokens per batch (default 1024)")
     dump.set_defaults(func=cmd_dump_token_embeddings)
+
+    warm = commands.add_parser(
+        "warm-state", help="store a model's warm initial state (for --initial-state warm) in its directory"
+    )
+    warm.add_argument("--model", required=True, help="model directory (either format) or published model's name: "
+                      "warm_state.safetensors is written there, computed from a shipped neutral text")
+    warm.set_defaults(func=cmd_warm_state)
 
     demo = commands.add_parser("demo", help="embed example sentences; show one word's vectors differ by context")
     add_model_args(demo)

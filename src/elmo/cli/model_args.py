@@ -14,8 +14,10 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (default: the small demo biLM shipped with the package)")
     group.add_argument(
         "--model",
-        help="model directory (options.json + weights.hdf5, or config.json + model.safetensors), or the name of a "
-        "published model: original, 5.5B, medium, small (downloaded once into $ELMO_HOME)",
+        help="model directory (options.json + weights.hdf5, config.json + model.safetensors, or an ELMoForManyLangs "
+        "model: config.json + *.dic + *.pkl), a model archive "
+        "(an NLPL .zip, read in place), or the name of a published model (`elmo models` lists them; downloaded once "
+        "into $ELMO_HOME)",
     )
     group.add_argument("--options-file", help="original options.json")
     group.add_argument("--weight-file", help="original weights.hdf5")

@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,9 +24,9 @@ def add_setting_flags(
     is None, so the preset's value stands; the help names the preset key and the default of a preset without it.
     """
     fields = {f.name: f for f in settings_of(cls)}
-    types = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls)
     for name in names or list(fields):
-        field, kind = fields[name], types[name]
+        field, kind = fields[name], _without_none(hints[name])
         flag = flag_of(cls, name)
         options: dict[str, Any] = {"dest": name, "default": None if from_preset else field.default,
                                    "help": _help(field, from_preset)}
@@ -54,12 +55,18 @@ def settings_from_args(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in settings_of(cls) if getattr(args, f.name, None) is not None}
 
 
+def _without_none(kind: Any) -> Any:
+    """``int | None`` -> ``int``: a setting whose default None means "decided by the others" takes values of X."""
+    members = [k for k in typing.get_args(kind) if k is not type(None)]
+    return members[0] if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(members) == 1 else kind
+
+
 def _help(field: dataclasses.Field, from_preset: bool) -> str:
     text = field.metadata["help"].replace("%", "%%")
     default = field.default.value if isinstance(field.default, enum.Enum) else field.default
     shown = json.dumps(default) if isinstance(default, bool) else str(default)
     if from_preset:
         return f"{text} (default: the preset's {field.name}, else {shown})"
-    if isinstance(default, bool) and field.metadata["const"] is None:
-        return text  # a switch: off unless given
+    if (isinstance(default, bool) and field.metadata["const"] is None) or default is None:
+        return text  # a switch: off unless given; None: the help says what decides
     return f"{text} (default: {shown})"

@@ -75,7 +75,8 @@ def add_task_commands(commands) -> None:
     train.add_argument("--dev", required=True, help="dev file (selects the best epoch)")
     train.add_argument("--test", help="test file, scored with the dev-selected model")
     train.add_argument("--output", required=True, help="directory for the checkpoint, predictions and result.json")
-    train.add_argument("--bilm", help="biLM model directory (needed unless --no-elmo)")
+    train.add_argument("--bilm", help="biLM: a model directory or archive, or a model name such as corpus or demo "
+                       "(`elmo models`); needed unless --no-elmo")
     train.add_argument("--word-vectors", help="word2vec text file (from 'elmo task word-vectors'); default random")
     train.add_argument("--cache", help="HDF5 file caching biLM activations across runs (default: in memory)")
     train.add_argument("--no-elmo", action="store_true", help="the baseline: same model without ELMo")
@@ -91,7 +92,7 @@ def add_task_commands(commands) -> None:
     evaluate.add_argument("--model", required=True, help="task model directory (from 'elmo task train')")
     evaluate.add_argument("--input", required=True, help="CoNLL file (ner) or label TAB sentence file (sst)")
     evaluate.add_argument("--predictions", help="output file (default: MODEL/predictions.<input name>)")
-    evaluate.add_argument("--bilm", help="biLM directory, if not where it was at training time")
+    evaluate.add_argument("--bilm", help="biLM (directory, archive or name), if not where it was at training time")
     evaluate.add_argument("--on-the-fly", action="store_true", help="run the biLM inside the model")
     evaluate.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     evaluate.set_defaults(func=cmd_task_evaluate)

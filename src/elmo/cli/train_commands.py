@@ -1,4 +1,5 @@
-"""``elmo vocab``, ``train``, ``finetune``, ``perplexity`` and ``export``: training biLM language models."""
+"""``elmo vocab``, ``train``, ``finetune``, ``perplexity``, ``substitutes`` and ``export``: training biLM language
+models and using them as language models."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 
 from elmo.cli.setting_flags import add_parameter_flag, add_setting_flags, settings_from_args
 from elmo.errors import ConfigError
+from elmo.modules.initial_state import INITIAL_STATES
 from elmo.precision import Precision
 from elmo.presets import preset_names
 from elmo.training.perplexity import model_perplexity
 from elmo.training.run_files import is_run_dir
+from elmo.training.substitutes import model_substitutes, read_tokenised_lines
 from elmo.training.train_config import TrainConfig
 from elmo.training.vocab_counts import vocabulary_from_counts
 
@@ -84,12 +87,27 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 def cmd_perplexity(args: argparse.Namespace) -> int:
     result = model_perplexity(args.model, args.data, args.vocab, rows=args.rows, unroll_steps=args.unroll_steps,
-                              device=args.device)
+                              device=args.device, initial_state=args.initial_state)
     if args.json:
         out = result.to_dict()
         print(json.dumps({k: out[k] for k in ("forward", "backward", "geometric_mean", "arithmetic_mean", "tokens")}))
     else:
         print(result.summary())
+    return 0
+
+
+def cmd_substitutes(args: argparse.Namespace) -> int:
+    lines = 0
+    for lines, sentence in enumerate(model_substitutes(
+        args.model, read_tokenised_lines(args.input), top_k=args.top_k, vocab=args.vocab, batch_size=args.batch_size,
+        device=args.device,
+    ), start=1):
+        if args.json:
+            print(json.dumps([token.to_dict() for token in sentence], ensure_ascii=False))
+        else:
+            print("\n".join([token.summary() for token in sentence] + [""]))  # a blank line after each sentence
+    if lines == 0:
+        raise ConfigError(f"{args.input}: no lines to find substitutes for")
     return 0
 
 
@@ -151,9 +169,26 @@ def add_train_commands(commands) -> None:
     ppl.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
     add_parameter_flag(ppl, "--rows", model_perplexity, "parallel contiguous streams (1: one stream)")
     add_parameter_flag(ppl, "--unroll-steps", model_perplexity, "window length (state carries across)")
+    add_parameter_flag(ppl, "--initial-state", model_perplexity, "carry: the file is one stream, the state carried "
+                       "from sentence to sentence (bilm-tf's protocol); zero or warm: each sentence on its own, from "
+                       "zeros or the model's warm state, as a stateless embedder runs it", choices=INITIAL_STATES)
     ppl.add_argument("--device", help="torch device (default cpu)")
     ppl.add_argument("--json", action="store_true", help="print one JSON object")
     ppl.set_defaults(func=cmd_perplexity)
+
+    subs = commands.add_parser(
+        "substitutes", help="the most probable words at each token from the forward and the backward LM"
+    )
+    subs.add_argument("input", help="text file, one tokenised sentence per line (UTF-8; .gz is unpacked; - reads "
+                      "stdin)")
+    subs.add_argument("--model", required=True, help="run directory or export directory (with softmax.hdf5)")
+    subs.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
+    add_parameter_flag(subs, "--top-k", model_substitutes, "candidates per token and direction")
+    add_parameter_flag(subs, "--batch-size", model_substitutes, "sentences per batch")
+    subs.add_argument("--device", help="torch device (default cpu)")
+    subs.add_argument("--json", action="store_true", help="one JSON array per input line: per token "
+                      '{"word", "forward": [[word, probability], ...], "backward": [...]}')
+    subs.set_defaults(func=cmd_substitutes)
 
     export = commands.add_parser("export", help="write a run's newest checkpoint as options.json + weights.hdf5")
     export.add_argument("run_dir", help="training run directory")

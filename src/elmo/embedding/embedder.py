@@ -20,6 +20,7 @@ parts are merged into the output at the end, atomically.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -30,16 +31,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, as_tokens, token_lists
+from elmo.char_encoding import as_tokens, token_lists
 from elmo.devices import checked_device
 from elmo.embedding.batch_plan import ordered_batches, token_budget_batches
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
 from elmo.embedding.parts import Parts, check_paths, sentence_key_problem
-from elmo.embedding.text_input import Line, read_lines
-from elmo.embedding.token_layer_cache import TokenVectors
+from elmo.embedding.text_input import Line, read_sentences
+from elmo.embedding.token_layer_cache import TOKEN_ENCODERS, TokenVectors
 from elmo.errors import ElmoError, InputFileError
+from elmo.formats.warm_state import warm_state_for
 from elmo.modules.bilm import BiLM, StatefulBiLM
-from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.elmo import checked_alignment
+from elmo.modules.initial_state import WarmStartBiLM
 from elmo.modules.sequence import remove_sentence_boundaries
 from elmo.modules.threads import small_ops_on_one_thread
 from elmo.precision import for_precision, resolve_precision
@@ -57,29 +60,41 @@ class Embedder:
 
     ``options`` (default :class:`EmbedOptions`) says how; keyword arguments replace single options of it
     (``Embedder(bilm, batch_size=16)``). ``device``: where to run (default: CUDA when available, else CPU).
+    ``alignment``: a (2P, 2P) matrix W (:func:`elmo.formats.alignment.read_alignment`); every output vector, of
+    every layer, becomes ``x @ W.T`` (aligned multilingual ELMo; its matrices were fitted on layer 1).
+    ``initial_state``: where each sentence's LSTM state starts (``zero``, ``carry`` or ``warm``:
+    :mod:`elmo.modules.initial_state`).
     """
 
     def __init__(
         self, bilm: BiLM, options: EmbedOptions | None = None, device: str | torch.device | None = None,
-        **overrides: Any,
+        alignment: torch.Tensor | None = None, **overrides: Any,
     ) -> None:
-        if not isinstance(bilm.token_encoder, CharCNNEncoder):
+        if not isinstance(bilm.token_encoder, TOKEN_ENCODERS):
             raise ValueError("Embedder needs a character-input biLM")
         self.bilm = bilm
         self.options = dataclasses.replace(options or EmbedOptions(), **overrides)
         self.device = checked_device(device)
         self.precision = resolve_precision(self.options.precision, self.device)
         """What ``options.precision`` became on this device (never auto)."""
+        self.warm_state = None
+        """``initial_state="warm"``: the state every row starts from (stored with the model, or computed here in
+        float32 on the CPU before the model moves)."""
+        if self.options.initial_state == "warm":
+            cpu_vectors = TokenVectors(bilm.eval().token_encoder)
+            self.warm_state = warm_state_for(bilm, cpu_vectors, cpu_vectors.boundary_tokens)
         self.model = for_precision(self.bilm.to(self.device).eval(), self.precision)
         self._stateful = StatefulBiLM(self.model) if self.options.stateful else None
+        self._warm = None if self.warm_state is None else WarmStartBiLM(self.model, self.warm_state)
         self._token_vectors = TokenVectors(self.model.token_encoder, self.options.vocab_cache)
+        self.alignment = None if alignment is None else checked_alignment(alignment, bilm.output_dim).to(self.device)
 
     def _chunk_size(self, batch_size: int | None = None) -> int:
         """Stateful runs need whole batches per chunk, so that batch i is the same as without chunks."""
         chunk_size = self.options.chunk_size
         if not self.options.stateful:
             return chunk_size
-        batch_size = batch_size or self.options.batch_size
+        batch_size = batch_size or self.options.sentences_per_batch
         return -(-chunk_size // batch_size) * batch_size
 
     @property
@@ -103,15 +118,19 @@ class Embedder:
             return []
         with small_ops_on_one_thread(self.device):
             tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
-            run = self._stateful.contextualize if self._stateful is not None else self.model.contextualize
+            run = next(m for m in (self._stateful, self._warm, self.model) if m is not None).contextualize
             out = run(tokens, mask)
             layers = [remove_sentence_boundaries(x, out.mask)[0] for x in out.layers]
-            layers = torch.stack(layers, dim=1).float().cpu().numpy()  # (B, L+1, T, 2P)
+            layers = torch.stack(layers, dim=1).float()  # (B, L+1, T, 2P)
+            if self.alignment is not None:
+                layers = torch.nn.functional.linear(layers, self.alignment)  # x @ W.T
+            layers = layers.cpu().numpy()
         return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
 
     def _token_layer(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token vectors of ``<S> sentence </S>`` per row, (B, T+2, P), and the mask (B, T+2); padding is zero."""
-        rows = [[BOS_TOKEN, *s, EOS_TOKEN] for s in sentences]
+        bos, eos = self._token_vectors.boundary_tokens
+        rows = [[bos, *s, eos] for s in sentences]
         words = list(dict.fromkeys(w for row in rows for w in row))  # distinct, in order of appearance
         vectors = self._token_vectors(words)  # (U, P)
         position = {w: i + 1 for i, w in enumerate(words)}  # 0 = padding
@@ -146,7 +165,7 @@ class Embedder:
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run."""
         lengths = [len(s) for s in sentences]
-        batch_size = batch_size or self.options.batch_size
+        batch_size = batch_size or self.options.sentences_per_batch
         if self.options.stateful:
             batches = ordered_batches(lengths, batch_size)
         else:
@@ -168,10 +187,11 @@ class Embedder:
         progress: Progress | None = None,
         **overrides: Any,
     ) -> int:
-        """Embed every line of ``input_path`` into the HDF5 file ``output_path``; returns the number of lines.
+        """Embed every sentence of ``input_path`` into the HDF5 file ``output_path``; returns the number of sentences.
 
         Args:
-            input_path: UTF-8 text, plain or gzip; ``-`` (or a pipe) is read once, so it cannot ``resume``.
+            input_path: UTF-8 text (``output.input_format``: text or CoNLL-U), plain or gzip; ``-`` (or a pipe) is
+                read once, so it cannot ``resume``.
             output: what to write (default :class:`OutputOptions`); keyword arguments replace single options of
                 it (``output_layers="top"``).
             resume: continue an interrupted run of the same command: only missing chunks are computed.
@@ -192,7 +212,7 @@ class Embedder:
         ranks.barrier()
         seen_keys: dict[str, int] = {}  # sentence -> its line number
         n_lines = n_chunks = 0
-        lines = read_lines(input_path, output.errors)
+        lines = read_sentences(input_path, output.input_format, output.errors)
         try:
             while chunk := list(islice(lines, self._chunk_size())):
                 keys = [self._key(line, output, seen_keys, input_path) for line in chunk]
@@ -224,7 +244,12 @@ class Embedder:
             "sentence_keys": output.use_sentence_keys, "errors": output.errors, "chunk_size": self.options.chunk_size,
             "precision": self.precision.value, "stateful": self.options.stateful,
             "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
-        }
+        } | ({} if output.input_format == "text" else {"input_format": output.input_format}) | (  # text: as before
+            {} if self.warm_state is None else {"warm_state_sha256": _fingerprint(torch.cat(
+                [x.reshape(-1) for x in self.warm_state]))}
+        ) | (
+            {} if self.alignment is None else {"alignment_sha256": _fingerprint(self.alignment)}
+        )
 
     @staticmethod
     def _key(line: Line, output: OutputOptions, seen: dict[str, int], input_path: Path) -> str:
@@ -235,11 +260,16 @@ class Embedder:
         problem = sentence_key_problem(key, seen, output.forget_sentences)
         if problem:
             raise InputFileError(
-                f"{display_name(input_path)}, line {line.index + 1}: cannot use the sentence as a key: {problem}; "
+                f"{display_name(input_path)}, line {line.line_number}: cannot use the sentence as a key: {problem}; "
                 "drop --use-sentence-keys"
             )
-        seen[key] = line.index + 1
+        seen[key] = line.line_number
         return key
+
+
+def _fingerprint(matrix: torch.Tensor) -> str:
+    """Which alignment a run used: a resumed run must not mix parts aligned with another matrix."""
+    return hashlib.sha256(matrix.cpu().numpy().tobytes()).hexdigest()
 
 
 def _select(layers: np.ndarray, output_layers: str) -> np.ndarray:

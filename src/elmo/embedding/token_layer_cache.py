@@ -8,13 +8,27 @@ arrive first, so it ends up holding (mostly) the frequent ones without a countin
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from elmo.char_encoding import shifted_char_ids
+from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.manylangs_encoder import ManyLangsTokenEncoder
 
 ENCODE_CHUNK = 4096
 """Distinct words per char-CNN call."""
+
+TOKEN_ENCODERS = (CharCNNEncoder, ManyLangsTokenEncoder)
+"""Encoders whose vector of a word depends on the word alone: bilm-tf's char CNN, ELMoForManyLangs' embedder."""
+
+
+def token_input_ids(encoder: CharCNNEncoder | ManyLangsTokenEncoder, words: list[str]) -> np.ndarray:
+    """The encoder's inputs for ``words``, (N, W'): bilm-tf's byte ids, or the ManyLangs model's own lexicon."""
+    if isinstance(encoder, ManyLangsTokenEncoder):
+        if encoder.lexicon is None:
+            raise ValueError("this ELMoForManyLangs biLM has no lexicon (load it with elmo.formats.model_files)")
+        return encoder.lexicon.token_ids(words)
+    return shifted_char_ids(words, encoder.config.max_characters_per_token)
 
 
 class TokenVectors:
@@ -25,14 +39,15 @@ class TokenVectors:
         capacity: words to keep across calls (0: no cache, every batch encodes its own words).
     """
 
-    def __init__(self, encoder: CharCNNEncoder, capacity: int = 0) -> None:
+    def __init__(self, encoder: CharCNNEncoder | ManyLangsTokenEncoder, capacity: int = 0) -> None:
         if capacity < 0:
             raise ValueError(f"capacity must be >= 0, got {capacity}")
         self.encoder = encoder
         self.capacity = capacity
         self._rows: dict[str, int] = {}
         self._table: torch.Tensor | None = None  # (capacity, P), filled from row 0 up
-        self._width = encoder.config.max_characters_per_token
+        self.boundary_tokens = getattr(encoder, "boundary_tokens", (BOS_TOKEN, EOS_TOKEN))
+        """The sentence-boundary tokens of the model's family (``<S>``/``</S>``; ``<bos>``/``<eos>``)."""
 
     def __call__(self, words: list[str]) -> torch.Tensor:
         """Distinct ``words`` -> (len(words), P), in the same order."""
@@ -56,8 +71,7 @@ class TokenVectors:
         device = next(self.encoder.parameters()).device
         if not words:
             return torch.zeros(0, self.encoder.output_dim, device=device, dtype=self._dtype())
-        ids = shifted_char_ids(words, self._width)  # (M, W)
-        ids = torch.from_numpy(ids).to(device)
+        ids = torch.from_numpy(token_input_ids(self.encoder, words)).to(device)  # (M, W)
         return torch.cat([self.encoder.encode_tokens(part) for part in ids.split(ENCODE_CHUNK)])  # (M, P)
 
     def _remember(self, words: list[str], vectors: torch.Tensor) -> None:

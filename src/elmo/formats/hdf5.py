@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import h5py
 import numpy as np
@@ -132,8 +133,16 @@ def expected_dataset_shape(entry: WeightEntry, state: dict[str, torch.Tensor]) -
     return tuple(CONVERSIONS[entry.conversion].to_dataset(fakes).shape)
 
 
-def load_hdf5_weights(bilm: BiLM, path: str | os.PathLike, embedding_path: str | os.PathLike | None = None) -> None:
+def load_hdf5_weights(
+    bilm: BiLM,
+    path: str | os.PathLike | BinaryIO,
+    embedding_path: str | os.PathLike | None = None,
+    name: str | None = None,
+) -> None:
     """Fill ``bilm`` from an original weight file (and, for token inputs, the separate ``embedding`` file).
+
+    ``path`` may be a seekable binary file object (a zip member read into memory); ``name`` then says in
+    messages which file it is.
 
     Raises:
         WeightFileError: a dataset is missing, unexpected, of the wrong shape or dtype, or not finite; the
@@ -143,7 +152,7 @@ def load_hdf5_weights(bilm: BiLM, path: str | os.PathLike, embedding_path: str |
     entries = weight_entries(bilm)
     arrays: dict[str, np.ndarray] = {}
     main = [e for e in entries if e.dataset != "embedding" or embedding_path is None]
-    arrays.update(_read_datasets(Path(path), main, state, token_inputs=embedding_path is not None))
+    arrays.update(_read_datasets(path, main, state, token_inputs=embedding_path is not None, name=name))
     if embedding_path is not None:
         extra = [e for e in entries if e.dataset == "embedding"]
         arrays.update(_read_datasets(Path(embedding_path), extra, state, only_listed=True))
@@ -158,23 +167,32 @@ def load_hdf5_weights(bilm: BiLM, path: str | os.PathLike, embedding_path: str |
             state[name].copy_(value)
 
 
+def _open_hdf5(path: str | os.PathLike | BinaryIO, name: str | None, what: str) -> tuple[h5py.File, str]:
+    """(open handle, the name messages use): a path, or a binary file object called ``name``."""
+    if isinstance(path, (str, os.PathLike)):
+        name = name or str(path)
+        if not Path(path).is_file():
+            raise WeightFileError(f"{name}: no such {what}")
+    name = name or repr(path)
+    try:
+        return h5py.File(path, "r"), name
+    except OSError as e:
+        raise WeightFileError(f"{name}: not a readable HDF5 file ({e})") from e
+
+
 def _read_datasets(
-    path: Path,
+    path: str | os.PathLike | BinaryIO,
     entries: list[WeightEntry],
     state: dict[str, torch.Tensor],
     token_inputs: bool = False,
     only_listed: bool = False,
+    name: str | None = None,
 ) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise WeightFileError(f"{path}: no such weight file")
-    try:
-        handle = h5py.File(path, "r")
-    except OSError as e:
-        raise WeightFileError(f"{path}: not a readable HDF5 file ({e})") from e
+    handle, path = _open_hdf5(path, name, "weight file")
     arrays = {}
     with handle:
         names: list[str] = []
-        handle.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        handle.visititems(lambda item, obj: names.append(item) if isinstance(obj, h5py.Dataset) else None)
         expected = {e.dataset for e in entries}
         if not only_listed:
             for name in sorted(names):
@@ -189,14 +207,19 @@ def _read_datasets(
                 raise WeightFileError(f"{path}: missing dataset '{entry.dataset}' required by the options")
             dataset = handle[stored]
             want = expected_dataset_shape(entry, state)
-            if tuple(dataset.shape) != want:
+            rows = slice(None)
+            if entry.dataset == "char_embed" and tuple(dataset.shape) == (want[0] + 1, want[1]):
+                # 262 rows (n_characters 262 at training): bilm-tf and AllenNLP prepend the padding row to whatever
+                # the file holds and index it with ids 0..261, so the file's last row is never used.
+                rows = slice(0, want[0])
+            elif tuple(dataset.shape) != want:
                 raise WeightFileError(
                     f"{path}: dataset '{entry.dataset}' has shape {tuple(dataset.shape)}, the options expect {want}"
                 )
             if dataset.dtype.kind != "f":
                 raise WeightFileError(f"{path}: dataset '{entry.dataset}' has dtype {dataset.dtype}, expected float32")
             try:
-                array = dataset[...].astype(np.float32, copy=False)
+                array = dataset[rows].astype(np.float32, copy=False)
             except OSError as e:
                 raise WeightFileError(f"{path}: dataset '{entry.dataset}' cannot be read ({e})") from e
             if not np.isfinite(array).all():
@@ -222,18 +245,18 @@ def _stored_name(handle: h5py.File, name: str) -> str | None:
 
 
 def read_embedding_vocab_size(
-    path: str | os.PathLike, options_without_char_cnn: str | os.PathLike | None = None
+    path: str | os.PathLike | BinaryIO,
+    options_without_char_cnn: str | os.PathLike | None = None,
+    name: str | None = None,
 ) -> int:
     """Number of rows of the ``embedding`` dataset of a token-embedding file.
 
     ``options_without_char_cnn``: the options file, when ``path`` is the weight file of the word-input model it
-    describes (the error then says why a table was expected).
+    describes (the error then says why a table was expected). ``path`` may be a binary file object called ``name``.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise WeightFileError(f"{path}: no such embedding file")
+    handle, path = _open_hdf5(path, name, "embedding file")
     try:
-        with h5py.File(path, "r") as handle:
+        with handle:
             if "embedding" not in handle and options_without_char_cnn is None:
                 raise WeightFileError(f"{path}: missing dataset 'embedding'")
             if "embedding" not in handle and "char_embed" in handle:

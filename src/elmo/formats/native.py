@@ -15,12 +15,15 @@ from safetensors.torch import save_file
 from elmo.config import BiLMConfig
 from elmo.errors import ConfigError
 from elmo.formats.checked_reads import load_checked_state, read_json, read_safetensors
+from elmo.manylangs_vocab import ManyLangsLexicon
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.runtime.atomic_files import write_atomic, write_text_atomic
 
 NATIVE_CONFIG_FILE = "config.json"
 NATIVE_WEIGHTS_FILE = "model.safetensors"
 NATIVE_FORMAT = "elmo-native/1"
+NATIVE_LEXICON_FILE = "lexicon.json"
+"""ELMoForManyLangs models only: their character and word dictionaries, as JSON (:class:`ManyLangsLexicon`)."""
 
 
 def save_native(bilm: BiLM, directory: Path, dtype: torch.dtype | None = None) -> None:
@@ -28,6 +31,9 @@ def save_native(bilm: BiLM, directory: Path, dtype: torch.dtype | None = None) -
     assert bilm.config is not None
     state = {k: v.detach().to("cpu", dtype or v.dtype).contiguous() for k, v in bilm.state_dict().items()}
     write_atomic(directory / NATIVE_WEIGHTS_FILE, lambda tmp: save_file(state, tmp, metadata={"format": NATIVE_FORMAT}))
+    lexicon = getattr(bilm.token_encoder, "lexicon", None)
+    if lexicon is not None:
+        write_text_atomic(directory / NATIVE_LEXICON_FILE, json.dumps(lexicon.to_json(), ensure_ascii=False) + "\n")
     config = {"format": NATIVE_FORMAT, "options": bilm.config.to_options(), "token_vocab_size": _token_vocab_size(bilm)}
     write_text_atomic(directory / NATIVE_CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 
@@ -46,7 +52,28 @@ def load_native(directory: str | os.PathLike) -> BiLM:
     config, token_vocab_size = read_native_config(directory)
     bilm = build_bilm(config, token_vocab_size=token_vocab_size)
     load_checked_state(bilm, read_safetensors(weights_path), weights_path)
+    if config.manylangs is not None:
+        bilm.token_encoder.lexicon = _read_lexicon(Path(directory) / NATIVE_LEXICON_FILE, config)
     return bilm.eval()
+
+
+def _read_lexicon(path: Path, config: BiLMConfig) -> ManyLangsLexicon:
+    """The dictionaries of a converted ELMoForManyLangs model, checked against the embedding sizes."""
+    lexicon = ManyLangsLexicon.from_json(read_json(path), str(path))
+    token = config.manylangs
+    assert token is not None
+    for key, table, rows in (("chars", lexicon.chars, token.n_characters if token.char_dim else None),
+                             ("words", lexicon.words, token.n_words if token.word_dim else None)):
+        if (table is None) != (rows is None):
+            raise ConfigError(f"{path}: '{key}' is {'missing' if table is None else 'present'}, but the model "
+                              f"{'has' if rows is not None else 'has no'} such embedding")
+        if table is not None and (len(table) != rows or min(table.values()) < 0 or max(table.values()) >= rows):
+            raise ConfigError(f"{path}: '{key}' has {len(table)} entries (ids {min(table.values())}.."
+                              f"{max(table.values())}) but its embedding has {rows} rows")
+    if lexicon.max_characters_per_token != token.max_characters_per_token:
+        raise ConfigError(f"{path}: max_characters_per_token {lexicon.max_characters_per_token} differs from the "
+                          f"config's {token.max_characters_per_token}")
+    return lexicon
 
 
 def _token_vocab_size(bilm: BiLM) -> int | None:

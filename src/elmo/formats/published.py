@@ -1,8 +1,9 @@
 """Published models by name (``--model original``): downloaded once into a cache, verified, usable offline.
 
-The registry (``published_models.json``, or the file named by ``ELMO_MODEL_REGISTRY``) maps a name to its files'
-URLs and sha256 checksums. Files are stored as ``$ELMO_HOME/models/NAME/{options.json,weights.hdf5}`` (default
-ELMO_HOME: ``$XDG_CACHE_HOME/elmo`` or ``~/.cache/elmo``), so the directory loads like any model directory.
+The registry (``published_models.json``, or the file named by ``ELMO_MODEL_REGISTRY``) maps a name to its family
+(bilm-tf, manylangs, ...), language, source and files: the files' URLs and sha256 checksums. Files are stored as
+``$ELMO_HOME/models/NAME/{options.json,weights.hdf5}`` or ``$ELMO_HOME/models/NAME/model.zip`` (default ELMO_HOME:
+``$XDG_CACHE_HOME/elmo`` or ``~/.cache/elmo``), so the directory, or the archive, loads like any other model.
 
 Trust: a download goes to a temp file and is renamed into place only after its checksum matches the registry.
 Where the registry has no checksum, the first download's sha256 is recorded in ``checksums.json`` next to the
@@ -12,6 +13,7 @@ touches the network; ``ELMO_OFFLINE=1`` forbids downloads altogether.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -19,12 +21,13 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from elmo.errors import ElmoError, WeightFileError
-from elmo.formats.model_files import load_bilm
+from elmo.formats.model_files import is_model_dir, load_bilm
 from elmo.formats.native import NATIVE_WEIGHTS_FILE, save_native
 from elmo.runtime.atomic_files import default_permissions
 
@@ -52,7 +55,54 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, dict]:
         registry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ModelDownloadError(f"{path}: cannot read the model registry ({e})") from e
-    return {name: entry for name, entry in registry.items() if not name.startswith("_")}
+    entries = {name: entry for name, entry in registry.items() if not name.startswith("_")}
+    for name, entry in entries.items():
+        files = entry.get("files") if isinstance(entry, dict) else None
+        if not isinstance(files, dict) or not files or not all(isinstance(f, dict) and "url" in f
+                                                                for f in files.values()):
+            raise ModelDownloadError(f"{path}: model '{name}' has no 'files' with a 'url' each")
+    return entries
+
+
+def model_path(directory: Path, entry: dict) -> Path:
+    """What loads: the cache directory, or the archive in it when the model is published as one zip."""
+    archives = [name for name in entry["files"] if name.endswith(".zip")]
+    return directory / archives[0] if len(archives) == 1 and len(entry["files"]) == 1 else directory
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """One row of ``elmo models``."""
+
+    name: str
+    family: str
+    language: str
+    size: int | str | None
+    """Bytes on disk when cached, else the registry's size (bytes or an estimate such as "~54 MB"), if known."""
+    cached: bool
+    description: str
+    urls: tuple[str, ...]
+    source: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def list_models(registry: dict[str, dict] | None = None, home: str | os.PathLike | None = None) -> list[PublishedModel]:
+    """The shipped models (no download: ``demo``, ``models/*``), then every published model, with whether its
+    files are in the cache (nothing is downloaded or verified)."""
+    registry = read_registry() if registry is None else registry
+    rows = [PublishedModel(name, "shipped", "English", sum(p.stat().st_size for p in path.iterdir() if p.is_file()),
+                           True, f"shipped in {path}", (), "") for name, path in shipped_models().items()]
+    for name, entry in registry.items():
+        directory = Path(home or elmo_home()) / "models" / name
+        paths = [directory / filename for filename in entry["files"]]
+        cached = all(p.is_file() for p in paths)
+        size = sum(p.stat().st_size for p in paths) if cached else entry.get("size")
+        urls = tuple(source["url"] for source in entry["files"].values())
+        rows.append(PublishedModel(name, entry.get("family", "bilm-tf"), entry.get("language", "?"), size, cached,
+                                   entry.get("description", ""), urls, entry.get("source", "")))
+    return rows
 
 
 def fetch_model(
@@ -61,11 +111,16 @@ def fetch_model(
     registry: dict[str, dict] | None = None,
     offline: bool | None = None,
 ) -> Path:
-    """The cache directory of published model ``name``, downloading what is missing; every file is verified."""
+    """The cache directory of published model ``name``, downloading what is missing; every file is verified.
+
+    :func:`resolve_model` gives what ``load_bilm`` loads (this directory, or the ``model.zip`` in it).
+    """
     registry = read_registry() if registry is None else registry
     if name not in registry:
-        known = ", ".join(sorted(registry))
-        raise ModelDownloadError(f"--model {name}: neither a model directory nor a published model ({known})")
+        raise ModelDownloadError(
+            f"--model {name}: neither a model directory, a model archive nor a published model (`elmo models` lists "
+            f"the {len(registry)} published ones)"
+        )
     offline = os.environ.get("ELMO_OFFLINE", "") not in ("", "0") if offline is None else offline
     directory = Path(home or elmo_home()) / "models" / name
     files = registry[name]["files"]
@@ -141,21 +196,38 @@ def _how_to_get(name: str, directory: Path, files: dict, reason: str) -> str:
     urls = " and ".join(f"{source['url']} as {directory / filename}" for filename, source in files.items())
     return (
         f"model '{name}' is not in the cache and cannot be downloaded ({reason}); "
-        f"download {urls}, or pass a model directory"
+        f"download {urls}, or pass a model directory or archive"
     )
 
 
-def resolve_model(model: str) -> Path:
-    """``--model`` value -> a model directory: an existing directory as is, else a published model's cache dir."""
+def resolve_model(model: str | os.PathLike) -> Path:
+    """``--model`` value -> what load_bilm loads: an existing directory or archive as is; ``demo`` or a model
+    shipped in the package (``src/elmo/pretrained/NAME``) by its name; else a published model (fetched into the cache if needed):
+    its cache directory, or the archive in it."""
     path = Path(model).expanduser()
-    if path.is_dir():
+    if path.is_dir() or path.is_file():
         return path
-    return fetch_model(model)
+    shipped = shipped_models()
+    if str(model) in shipped:
+        return shipped[str(model)]
+    registry = read_registry()
+    return model_path(fetch_model(str(model), registry=registry), registry[str(model)])
 
 
-DEMO_DIR = Path(__file__).resolve().parents[1] / "pretrained" / "demo"
-"""The small biLM shipped inside the package (the ``cpu`` preset's architecture, trained on public-domain novels;
-see its README.md), so that ELMo works offline on a fresh machine."""
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
+"""The models shipped inside the package, one folder each with its card (README.md), so that ELMo works offline on
+a fresh machine and after ``pip install``: ``demo`` (small, trained on public-domain novels) and ``corpus`` (the
+biLM the task experiments build on)."""
+
+DEMO_DIR = PRETRAINED_DIR / "demo"
+
+
+def shipped_models() -> dict[str, Path]:
+    """Name -> directory of the models that need no download (``src/elmo/pretrained/NAME``)."""
+    if not PRETRAINED_DIR.is_dir():
+        return {}
+    found = [p for p in PRETRAINED_DIR.iterdir() if p.is_dir() and is_model_dir(p)]
+    return {p.name: p for p in sorted(found, key=lambda p: (p.name != "demo", p.name))}  # demo first
 
 
 def demo_model_dir() -> Path:

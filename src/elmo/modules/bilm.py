@@ -21,7 +21,9 @@ from torch import nn
 from elmo.config import BiLMConfig
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import LstmCellWithProjection, LstmStack
+from elmo.modules.manylangs_encoder import ManyLangsTokenEncoder
 from elmo.modules.sequence import mask_from_ids, reverse_padded
+from elmo.modules.threads import side_by_side
 from elmo.modules.token_embedding import TokenEmbedding
 
 BiLMState = tuple[torch.Tensor, torch.Tensor]
@@ -93,8 +95,10 @@ class BiLM(nn.Module):
         if state is not None:
             fwd_state = (state[0][0], state[1][0])
             bwd_state = (state[0][1], state[1][1])
-        fwd_layers, fwd_final = self.forward_lstm(tokens, mask, fwd_state)
-        bwd_layers, bwd_final = self.backward_lstm(reverse_padded(tokens, lengths), mask, bwd_state)
+        (fwd_layers, fwd_final), (bwd_layers, bwd_final) = side_by_side(  # on two cores when inference allows
+            lambda: self.forward_lstm(tokens, mask, fwd_state),
+            lambda: self.backward_lstm(reverse_padded(tokens, lengths), mask, bwd_state),
+        )
         bwd_layers = [reverse_padded(x, lengths) for x in bwd_layers]
         float_mask = mask.unsqueeze(-1).to(tokens.dtype)  # (B, T, 1)
         layers = [torch.cat([tokens, tokens], dim=-1)]
@@ -173,6 +177,8 @@ def build_bilm(
     lstm = config.lstm
     if token_vocab_size is not None:
         encoder = TokenEmbedding(token_vocab_size, lstm.projection_dim)
+    elif config.manylangs is not None:
+        encoder = ManyLangsTokenEncoder(config.manylangs, lstm.projection_dim)
     elif config.char_cnn is not None:
         encoder = CharCNNEncoder(config.char_cnn, lstm.projection_dim)
     else:
@@ -186,6 +192,7 @@ def build_bilm(
                 projection_dim=lstm.projection_dim,
                 cell_clip=lstm.cell_clip,
                 proj_clip=lstm.proj_clip if lstm.has_projection else None,
+                forget_bias=config.forget_bias,
                 weight_dropout=weight_dropout,
             )
             for _ in range(lstm.n_layers)

@@ -31,6 +31,14 @@ class ElmoOutput:
     """(B, T) bool."""
 
 
+def checked_alignment(alignment: torch.Tensor, dim: int) -> torch.Tensor:
+    """A (dim, dim) float alignment matrix W as float32 (applied as ``x @ W.T``); ValueError otherwise."""
+    if alignment.dim() != 2 or tuple(alignment.shape) != (dim, dim) or not alignment.is_floating_point():
+        raise ValueError(f"alignment must be a float ({dim}, {dim}) matrix, got {alignment.dtype} "
+                         f"{tuple(alignment.shape)}")
+    return alignment.detach().float()
+
+
 class ElmoHead(nn.Module):
     """The trainable part of ELMo: independent scalar mixes of the biLM layers, each followed by dropout.
 
@@ -92,6 +100,10 @@ class Elmo(ElmoHead):
         stateful: carry LSTM states from batch to batch row by row like the original (default: every sentence
             starts from zero states, so a sentence always gets the same vectors).
         token_boundary_ids: for a token-input biLM, the (+1 shifted) ids of ``<S>`` and ``</S>``.
+        alignment: a (2P, 2P) matrix W mapping each representation into a shared cross-lingual space,
+            ``x @ W.T`` after the mix and its dropout, as the aligned multilingual ELMo code does (Schuster et al.
+            2019; read a ``<lang>_best_mapping.pth`` with :func:`elmo.formats.alignment.read_alignment`). Its models
+            were aligned on LSTM layer 1: pair it with ``scalar_mix_parameters=[-9e10, 1, -9e10]``.
     """
 
     def __init__(
@@ -105,6 +117,7 @@ class Elmo(ElmoHead):
         keep_sentence_boundaries: bool = False,
         stateful: bool = False,
         token_boundary_ids: tuple[int, int] | None = None,
+        alignment: torch.Tensor | None = None,
     ) -> None:
         super().__init__(
             bilm.num_layers,
@@ -129,6 +142,10 @@ class Elmo(ElmoHead):
             bos, eos = torch.tensor(token_boundary_ids[0]), torch.tensor(token_boundary_ids[1])
         self.register_buffer("_bos", bos, persistent=False)
         self.register_buffer("_eos", eos, persistent=False)
+        if alignment is not None:
+            alignment = checked_alignment(alignment, bilm.output_dim)
+        # not in the state dict: a file given at construction, so task checkpoints load with or without it
+        self.register_buffer("alignment", alignment, persistent=False)  # (2P, 2P) or None
 
     def train(self, mode: bool = True) -> Elmo:
         super().train(mode)
@@ -146,7 +163,10 @@ class Elmo(ElmoHead):
         if not self.keep_sentence_boundaries:
             stripped = [remove_sentence_boundaries(x, mask) for x in layers]
             layers, mask = [x for x, _ in stripped], stripped[0][1] if stripped else mask_from_ids(ids)
-        return ElmoOutput(representations=self.mix(layers, mask), mask=mask)
+        representations = self.mix(layers, mask)  # each (B, T, 2P)
+        if self.alignment is not None:
+            representations = [nn.functional.linear(x, self.alignment.to(x.dtype)) for x in representations]  # x @ W.T
+        return ElmoOutput(representations=representations, mask=mask)
 
     def reset_states(self) -> None:
         """Stateful mode: start every row from zeros again."""

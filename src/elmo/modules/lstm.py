@@ -30,6 +30,27 @@ from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
 
+INPUT_WINDOW_ROWS = 2048
+"""Inference computes the input half of the gates for this many positions at a time: a GEMM big enough to run near
+the machine's peak, into a buffer (rows x 4C) small enough to stay bounded for any batch."""
+
+
+def step_windows(running: Sequence[int], max_rows: int) -> list[tuple[int, int, int]]:
+    """Consecutive steps grouped into windows of at most ``max_rows`` rows in all (a step with more rows gets a
+    window to itself): (start, stop, rows) per window, over the steps with rows (``running`` is non-increasing)."""
+    windows, start, stop, rows = [], 0, 0, 0
+    for t, n in enumerate(running):
+        if n == 0:
+            break
+        if rows and rows + n > max_rows:
+            windows.append((start, t, rows))
+            start, rows = t, 0
+        rows += n
+        stop = t + 1
+    if rows:
+        windows.append((start, stop, rows))
+    return windows
+
 
 class LstmCellWithProjection(nn.Module):
     """One LSTM layer with projection, run over a whole (left-aligned, padded) sequence.
@@ -142,7 +163,12 @@ class LstmCellWithProjection(nn.Module):
     def _run_inference(
         self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None
     ) -> tuple[torch.Tensor, LstmState]:
-        """Without autograd: the rows sorted by length, so step t runs the n_t rows still going and nothing else."""
+        """Without autograd: the rows sorted by length, so step t runs the n_t rows still going and nothing else.
+
+        The input half of the gates is computed for real positions only (padding never enters a GEMM), a window
+        of steps at a time (:data:`INPUT_WINDOW_ROWS`) into one buffer that each step's recurrent GEMM then adds
+        into, in place.
+        """
         batch, time, _ = inputs.shape
         dtype = self.state_linearity.weight.dtype
         lengths = mask.sum(dim=1) if mask is not None else inputs.new_full((batch,), time, dtype=torch.long)
@@ -152,27 +178,35 @@ class LstmCellWithProjection(nn.Module):
         h0, c0 = state if state is not None else self.zero_state(batch, inputs)
         h0, c = h0[order].to(dtype), c0[order].float()  # (B, P), (B, C); c is ours to update in place
         sorted_inputs = inputs[order].transpose(0, 1).to(dtype)  # (T, B, in)
-        with gemm_threads(time * batch * self.input_linearity.weight.numel()):
-            x_gates = self.input_linearity(sorted_inputs)  # (T, B, 4C), contiguous per step
-        fold_forget_bias(x_gates, self.forget_bias)
+        w_input_t = self.input_linearity.weight.t()  # (in, 4C)
         w_state_t = self.state_linearity.weight.t()  # (P, 4C)
         w_proj_t = None if self.projection is None else self.projection.weight.t()  # (C, P)
         out = inputs.new_zeros(time, batch, self.output_dim, dtype=dtype)  # (T, B, P)
+        windows = step_windows(running, INPUT_WINDOW_ROWS)
+        buffer = inputs.new_empty(max((rows for *_, rows in windows), default=0), w_input_t.shape[1], dtype=dtype)
         with small_ops_on_one_thread(inputs.device):
-            for t in range(time):
-                n = running[t]
-                if n == 0:
-                    break
-                h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P)
-                with gemm_threads(n * w_state_t.numel()):
-                    gates = torch.addmm(x_gates[t, :n], h_prev, w_state_t)  # (n, 4C)
-                # float32 from here: one cast per step (bf16), instead of one per mixed-dtype op
-                *_, hidden = cell_forward(gates.float(), c[:n], None, self.cell_clip, exact_tanh=True, in_place=True)
-                if w_proj_t is None:
-                    out[t, :n] = hidden
-                    continue
-                with gemm_threads(n * w_proj_t.numel()):
-                    project(hidden.to(dtype), w_proj_t, self.proj_clip, out=out[t, :n])  # (n, P)
+            for start, stop, rows in windows:
+                packed = torch.cat([sorted_inputs[t, : running[t]] for t in range(start, stop)])  # (rows, in)
+                x_gates = buffer[:rows]  # (rows, 4C): step t's n_t rows follow step t-1's
+                with gemm_threads(rows * w_input_t.numel()):
+                    torch.addmm(self.input_linearity.bias, packed, w_input_t, out=x_gates)
+                fold_forget_bias(x_gates, self.forget_bias)
+                offset = 0
+                for t in range(start, stop):
+                    n = running[t]
+                    h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P)
+                    gates = x_gates[offset : offset + n]  # (n, 4C)
+                    offset += n
+                    with gemm_threads(n * w_state_t.numel()):
+                        gates.addmm_(h_prev, w_state_t)
+                    # float32 from here: one cast per step (bf16), instead of one per mixed-dtype op
+                    *_, hidden = cell_forward(gates.float(), c[:n], None, self.cell_clip, exact_tanh=True,
+                                              in_place=True)
+                    if w_proj_t is None:
+                        out[t, :n] = hidden
+                        continue
+                    with gemm_threads(n * w_proj_t.numel()):
+                        project(hidden.to(dtype), w_proj_t, self.proj_clip, out=out[t, :n])  # (n, P)
         h_final = self._final_outputs(out, lengths, h0)  # (B, P)
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(batch, device=order.device)

@@ -63,7 +63,7 @@ def cell_forward(gates: torch.Tensor, c: torch.Tensor, forget_bias: float | None
     """The cell's elementwise step: gates (..., 4C) float32 pre-activations, handed over (they become the
     activations), c (..., C) the previous cells -> (acts, c_pre, c, tanh(c), sigmoid(o) tanh(c)).
     ``forget_bias`` None: already in f's pre-activations (:func:`fold_forget_bias`). ``in_place`` (inference,
-    nothing kept for a backward): c becomes the new cells, and the returned tensors share memory."""
+    nothing kept for a backward): c becomes the new cells, and the returned tensors share memory with gates and c."""
     cells = gates.shape[-1] // 4
     i, j, f, o = gates.split(cells, dim=-1)
     if forget_bias is not None:
@@ -79,8 +79,11 @@ def cell_forward(gates: torch.Tensor, c: torch.Tensor, forget_bias: float | None
         j.mul_(2.0).sub_(1.0)
     c_pre = torch.mul(f, c, out=c if in_place else None).addcmul_(i, j)
     c = c_pre if cell_clip is None else torch.clamp(c_pre, -cell_clip, cell_clip, out=c_pre if in_place else None)
+    if in_place:  # j is spent: tanh(c) goes into its slot and the output into o's, no allocation
+        tanh_c = torch.tanh(c, out=j) if exact_tanh else j.copy_(tanh_by_sigmoid(c))
+        return gates, c_pre, c, tanh_c, o.mul_(tanh_c)
     tanh_c = torch.tanh(c) if exact_tanh else tanh_by_sigmoid(c)
-    return gates, c_pre, c, tanh_c, torch.mul(o, tanh_c, out=tanh_c if in_place else None)
+    return gates, c_pre, c, tanh_c, torch.mul(o, tanh_c)
 
 
 def project(hidden: torch.Tensor, w_proj_t: torch.Tensor, proj_clip: float | None,

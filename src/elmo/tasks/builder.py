@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from elmo.config import CharCNNConfig
+from elmo.errors import ConfigError
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo, ElmoHead
 from elmo.tasks.biattentive_classifier import BiattentiveClassifier
@@ -26,6 +27,9 @@ def build_elmo(config: ElmoUseConfig, num_layers: int, bilm: BiLM | None = None)
     mixes = {"scalar_mix_parameters": weights, "do_layer_norm": config.do_layer_norm, "dropout": config.dropout}
     if bilm is None:
         return CachedElmo(num_layers, n_outputs, **mixes)
+    if config.initial_state != "zero":
+        raise ConfigError(f"elmo.initial_state {config.initial_state!r} needs cached activations (elmo.cached true); "
+                          "on the fly the biLM starts every sentence from zeros")
     return Elmo(bilm, n_outputs, **mixes)
 
 

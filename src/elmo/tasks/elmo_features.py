@@ -89,6 +89,7 @@ class ActivationCache:
             if not self.path.exists():
                 attrs = self._open("a").attrs
                 attrs["bilm_weights_sha1"], attrs["precision"] = signature, embedder.precision.value
+                attrs["initial_state"] = embedder.options.initial_state
             self._open("r")
             if self._file.attrs.get("bilm_weights_sha1") != signature:
                 self.close()
@@ -98,6 +99,12 @@ class ActivationCache:
                 self.close()
                 raise InputFileError(f"{self.path}: this activation cache holds {made_in} activations, this run "
                                      f"computes {embedder.precision.value} (elmo.precision); use another file")
+            started = self._file.attrs.get("initial_state", "zero")  # caches of earlier versions: zero
+            if started != embedder.options.initial_state:
+                self.close()
+                raise InputFileError(f"{self.path}: this activation cache holds activations from {started} initial "
+                                     f"states, this run starts from {embedder.options.initial_state} "
+                                     "(elmo.initial_state); use another file")
 
     def _open(self, mode: str) -> h5py.File:
         assert self.path is not None

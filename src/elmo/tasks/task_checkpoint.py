@@ -20,6 +20,7 @@ from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json, read_safetensors
 from elmo.formats.model_files import load_bilm
+from elmo.formats.published import resolve_model
 from elmo.runtime.atomic_files import write_atomic, write_json_atomic
 from elmo.tasks.builder import build_elmo, build_task_model
 from elmo.tasks.elmo_features import ActivationCache
@@ -95,7 +96,7 @@ def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, 
         location = bilm_dir or info.get("bilm_dir")
         if not location:
             raise ConfigError("this task model uses ELMo: give the biLM directory (--bilm)")
-        bilm = load_bilm(location)
+        bilm = load_bilm(resolve_model(location))
         if bilm.num_layers != info["num_layers"] or bilm.output_dim != info["dim"]:
             raise WeightFileError(
                 f"{location}: biLM has {bilm.num_layers} layers of width {bilm.output_dim}, the task model was "
@@ -104,7 +105,8 @@ def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, 
         use_cache = config.elmo.cached if cached is None else cached
         elmo = build_elmo(config.elmo, bilm.num_layers, None if use_cache else bilm)
         if use_cache:
-            embedder = Embedder(bilm, batch_size=embed_batch_size, precision=config.elmo.precision, device=device)
+            embedder = Embedder(bilm, batch_size=embed_batch_size, precision=config.elmo.precision, device=device,
+                                initial_state=config.elmo.initial_state)
             cache = ActivationCache(embedder, progress=progress)
         dim = info["dim"]
     model = build_task_model(config, word_vectors, meta["labels"], elmo, dim)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from elmo.errors import ConfigError
+from elmo.modules.initial_state import INITIAL_STATES
 from elmo.precision import Precision, parse_precision
 from elmo.presets import TASK_PRESET_DIR, preset_path
 
@@ -35,9 +36,15 @@ class ElmoUseConfig:
     embed_batch_size: int = 64
     precision: Precision = Precision.AUTO
     """Of the biLM pass that fills the activation cache (``elmo embed --precision``); on the fly it runs in fp32."""
+    initial_state: str = "zero"
+    """Where the frozen biLM's LSTM state starts for each sentence (``elmo embed --initial-state``): ``zero``,
+    ``warm`` or ``carry`` (the cache is filled in data order, each sentence starting where the previous one
+    ended). Cached activations only; on the fly the biLM starts from zeros."""
 
     def __post_init__(self) -> None:
         self.precision = parse_precision(self.precision, "elmo.precision")
+        if self.initial_state not in INITIAL_STATES:
+            raise ConfigError(f"elmo.initial_state: expected one of {INITIAL_STATES}, got {self.initial_state!r}")
         if self.layers not in ("all", "top"):
             raise ConfigError(f"elmo.layers: expected 'all' or 'top', got {self.layers!r}")
         if self.l2_coef < 0 or not 0 <= self.dropout < 1:

@@ -21,6 +21,7 @@ from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
 from elmo.formats.model_files import load_bilm
+from elmo.formats.published import resolve_model
 from elmo.runtime.atomic_files import write_json_atomic
 from elmo.tasks.builder import build_elmo, build_task_model
 from elmo.tasks.conll import write_conll_predictions
@@ -85,12 +86,12 @@ def build_runner(
     if config.elmo.enabled:
         if bilm_dir is None:
             raise InputFileError("this config uses ELMo: give a biLM directory (--bilm), or set elmo.enabled false")
-        bilm = load_bilm(bilm_dir)
+        bilm = load_bilm(resolve_model(bilm_dir))
         dim = bilm.output_dim
         elmo = build_elmo(config.elmo, bilm.num_layers, None if config.elmo.cached else bilm)
         if config.elmo.cached:
             embedder = Embedder(bilm, batch_size=config.elmo.embed_batch_size, precision=config.elmo.precision,
-                                device=device)
+                                device=device, initial_state=config.elmo.initial_state)
             cache = ActivationCache(embedder, cache_path, progress=progress)
     model = build_task_model(config, matrix, labels.labels, elmo, dim).to(device)
     return TaskRunner(config, model, word_index, labels, cache, device)

@@ -7,7 +7,10 @@ carries from sentence to sentence, and each line of n words gives n + 1 predicti
     backward:  inputs </S> wn ... w1     targets wn ... w1 <S>
 
 With ``rows`` > 1 the file is cut into that many contiguous pieces (at sentence boundaries) run side by side,
-each a continuous stream; ``rows=1`` is one stream over the whole file.
+each a continuous stream; ``rows=1`` is one stream over the whole file. That is ``initial_state="carry"`` (the
+default): the state of each sentence's start is where the previous one ended. With ``"zero"`` or ``"warm"``
+(:mod:`elmo.modules.initial_state`) every sentence is scored on its own, starting from zeros or from the model's warm
+state, as a stateless embedder runs it (``rows`` is then unused).
 
 Reported: the perplexity of each direction, their geometric mean exp((L_f + L_b) / 2) (what the original printed)
 and their arithmetic mean (what the paper's wording suggests), and the number of predictions per direction.
@@ -26,6 +29,8 @@ import torch
 from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.devices import checked_device
 from elmo.errors import ElmoError
+from elmo.formats.warm_state import warm_state_for
+from elmo.modules.initial_state import INITIAL_STATES
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.settings import SettingError
 from elmo.training.corpus import read_sentences
@@ -60,7 +65,7 @@ class PerplexityResult:
 
 def model_perplexity(
     model: str | os.PathLike, data: str | os.PathLike, vocab: str | os.PathLike | None = None, rows: int = 1,
-    unroll_steps: int = 20, device: torch.device | str | None = None,
+    unroll_steps: int = 20, device: torch.device | str | None = None, initial_state: str = "carry",
 ) -> PerplexityResult:
     """Perplexity of a run directory or an export directory (``model``) on a text file (``data``), on ``device``
     (default CPU).
@@ -80,7 +85,8 @@ def model_perplexity(
     sentences = [t for _, t in read_sentences(data)]
     if not sentences:
         raise ElmoError(f"{data}: no sentences")
-    return perplexity(lm.to(device), words, sentences, rows=rows, unroll_steps=unroll_steps, device=device)
+    return perplexity(lm.to(device), words, sentences, rows=rows, unroll_steps=unroll_steps, device=device,
+                      initial_state=initial_state)
 
 
 def split_rows(sentences: Sequence[Sequence[str]], rows: int) -> list[list[Sequence[str]]]:
@@ -115,26 +121,41 @@ def perplexity(
     unroll_steps: int = 20,
     device: torch.device | str = "cpu",
     softmax_positions: int = 1024,
+    initial_state: str = "carry",
+    sentences_per_batch: int = 256,
 ) -> PerplexityResult:
     """Full-softmax perplexity of both directions over ``sentences`` (see the module docstring).
 
     ``softmax_positions`` bounds how many predictions are scored in one product: memory is about
-    ``softmax_positions x V`` floats.
+    ``softmax_positions x V`` floats. ``sentences_per_batch``: rows run side by side with ``zero`` or ``warm``.
     """
+    if initial_state not in INITIAL_STATES:
+        raise SettingError("initial_state", f"must be one of {INITIAL_STATES}, got {initial_state!r}")
     was_training = lm.training
     lm.eval()
-    pieces = split_rows(sentences, rows)
     words = sorted({w for s in sentences for w in s} | {BOS_TOKEN, EOS_TOKEN})
     word_index = {w: i for i, w in enumerate(words)}
     table = _encode_words(lm, words, device)  # (U, P)
+    start = None  # carry and zero: the streams start from zeros
+    if initial_state == "carry":
+        groups = [split_rows(sentences, rows)]  # one group of contiguous pieces, each a continuous stream
+    else:  # every sentence is a stream of its own; similar lengths side by side
+        by_length = sorted(sentences, key=len)
+        groups = [[[s] for s in by_length[i : i + sentences_per_batch]]
+                  for i in range(0, len(by_length), sentences_per_batch)]
+        if initial_state == "warm":
+            start = warm_state_for(lm.bilm, lambda ws: _encode_words(lm, ws, device), (BOS_TOKEN, EOS_TOKEN))
     losses, count = [], 0
     for backward in (False, True):
-        streams = [_direction_stream(p, backward) for p in pieces]
-        inputs = [np.array([word_index[w] for w in s[0]], dtype=np.int64) for s in streams]
-        targets = [np.array([vocab.index(w) for w in s[1]], dtype=np.int64) for s in streams]
-        total, count = _stream_loss(
-            lm, int(backward), table, inputs, targets, unroll_steps, device, softmax_positions
-        )
+        total, count = 0.0, 0
+        for pieces in groups:
+            streams = [_direction_stream(p, backward) for p in pieces]
+            inputs = [np.array([word_index[w] for w in s[0]], dtype=np.int64) for s in streams]
+            targets = [np.array([vocab.index(w) for w in s[1]], dtype=np.int64) for s in streams]
+            part, n = _stream_loss(
+                lm, int(backward), table, inputs, targets, unroll_steps, device, softmax_positions, start
+            )
+            total, count = total + part, count + n
         losses.append(total / max(count, 1))
     lm.train(was_training)
     fwd, bwd = math.exp(losses[0]), math.exp(losses[1])
@@ -152,9 +173,10 @@ def _encode_words(lm: BiLMLanguageModel, words: list[str], device, chunk: int = 
 
 def _stream_loss(
     lm: BiLMLanguageModel, direction: int, table: torch.Tensor, inputs: list[np.ndarray],
-    targets: list[np.ndarray], unroll_steps: int, device, softmax_positions: int,
+    targets: list[np.ndarray], unroll_steps: int, device, softmax_positions: int, start=None,
 ) -> tuple[float, int]:
-    """Summed cross-entropy over R padded streams run side by side in windows of T, state carried.
+    """Summed cross-entropy over R padded streams run side by side in windows of T, state carried; every stream
+    starts from zeros, or from ``start`` (one row's biLM state, h (2, L, 1, P) and c (2, L, 1, C)).
 
     The LSTM must go window by window, but the softmax need not: top-layer states are collected until
     ``softmax_positions`` of them are waiting, then scored in one product. With one stream a window is only T
@@ -168,6 +190,8 @@ def _stream_loss(
         index[r, : len(x)], target[r, : len(y)], mask[r, : len(x)] = x, y, True
     index_t, target_t, mask_t = (torch.from_numpy(a).to(device) for a in (index, target, mask))
     h, c = lm.bilm.zero_state(rows)
+    if start is not None:
+        h, c = (x.to(h.device, h.dtype).expand_as(zero).contiguous() for x, zero in zip(start, (h, c)))
     state = (h[direction], c[direction])
     total, count = 0.0, 0
     waiting: list[tuple[torch.Tensor, torch.Tensor]] = []  # (n, P) top states and (n,) their targets

@@ -94,9 +94,9 @@ def read_softmax(path: Path, dim: int) -> Softmax:
     """softmax/W (V, P) and softmax/b (V) from an export's HDF5 file."""
     if not path.is_file():
         raise WeightFileError(
-            f"{path.parent}: no softmax file ({path.name}), which perplexity needs; published models and the demo "
-            f"ship without one: measure a training run or its `elmo export` (`elmo finetune --model {path.parent} "
-            "...` trains a softmax)"
+            f"{path.parent}: no softmax file ({path.name}), which perplexity and substitutes need; published models "
+            f"and the demo ship without one: use a training run or its `elmo export` (`elmo finetune --model "
+            f"{path.parent} ...` trains a softmax)"
         )
     try:
         with h5py.File(path, "r") as f:

@@ -1,0 +1,114 @@
+"""The body of ``POST /v1/embed``, checked: every mistake becomes a 4xx whose message names what is wrong.
+
+A sentence is a list of tokens or a string split on whitespace, exactly as ``elmo embed`` splits a line, so the
+same text gets the same vectors. Checks run before any work is queued, so a bad request costs the model nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from elmo.embedding.embed_options import OUTPUT_DTYPES, OUTPUT_LAYERS
+from elmo.serving.serve_options import ServeOptions
+
+FIELDS = ("sentences", "output", "dtype")
+
+
+class RequestError(Exception):
+    """A request the service refuses: ``status`` (400 malformed, 413 over a limit) and a one-line message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class EmbedRequest:
+    sentences: list[list[str]]
+    output: str = "all"
+    """"all" (L + 1, n, 2P), "top" (n, 2P) or "average" (n, 2P), as ``elmo embed --all|--top|--average``."""
+    dtype: str = "float32"
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(s) for s in self.sentences)
+
+
+def parse_embed_request(body: bytes, limits: ServeOptions) -> EmbedRequest:
+    """The checked request in ``body`` (JSON), or :class:`RequestError`."""
+    if len(body) > limits.max_request_bytes:
+        raise too_large(len(body), limits.max_request_bytes)
+    try:
+        data = json.loads(body)
+    except UnicodeDecodeError as e:
+        raise RequestError(400, f"the body is not UTF-8 JSON: {e.reason} at byte {e.start}") from None
+    except json.JSONDecodeError as e:
+        raise RequestError(400, f"the body is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(data, dict):
+        raise RequestError(400, f'the body must be a JSON object like {{"sentences": [...]}}, got {_kind(data)}')
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise RequestError(400, f"unknown field {unknown[0]!r} (the fields are: {', '.join(FIELDS)})")
+    if "sentences" not in data:
+        raise RequestError(400, "'sentences' is missing: a list of token lists or of whitespace-tokenised strings")
+    sentences = data["sentences"]
+    if not isinstance(sentences, list):
+        raise RequestError(400, f"'sentences' must be a list of token lists or strings, got {_kind(sentences)}")
+    if len(sentences) > limits.max_request_sentences:
+        raise RequestError(413, f"'sentences' holds {len(sentences)} sentences, over the limit of "
+                                f"{limits.max_request_sentences} per request: send fewer at a time")
+    checked = [_sentence(s, i, limits.max_sentence_tokens) for i, s in enumerate(sentences)]
+    tokens = sum(map(len, checked))
+    if tokens > limits.max_request_tokens:
+        raise RequestError(413, f"the request holds {tokens} tokens, over the limit of {limits.max_request_tokens} "
+                                "per request: send fewer sentences at a time")
+    output = _choice(data, "output", OUTPUT_LAYERS)
+    dtype = _choice(data, "dtype", OUTPUT_DTYPES)
+    return EmbedRequest(checked, output, dtype)
+
+
+def too_large(size: int, limit: int) -> RequestError:
+    return RequestError(413, f"the body is {size} bytes or more, over the limit of {limit} bytes: "
+                             "send fewer sentences at a time")
+
+
+def _sentence(sentence: object, i: int, max_tokens: int) -> list[str]:
+    where = f"sentences[{i}]"
+    if isinstance(sentence, str):
+        tokens = sentence.split()
+    elif isinstance(sentence, list):
+        tokens = sentence
+        for j, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise RequestError(400, f"{where}[{j}] must be a string (a token), got {_kind(token)}")
+            if not token:
+                raise RequestError(400, f"{where}[{j}] is an empty token")
+            if len(token.split()) != 1 or token != token.strip():
+                raise RequestError(400, f"{where}[{j}] {_clip(token)!r} contains whitespace: tokens are split on "
+                                        "whitespace (send the sentence as one string to have it split)")
+    else:
+        raise RequestError(400, f"{where} must be a list of tokens or a string, got {_kind(sentence)}")
+    if len(tokens) > max_tokens:
+        raise RequestError(413, f"{where} has {len(tokens)} tokens, over the limit of {max_tokens} per sentence")
+    return list(tokens)
+
+
+def _choice(data: dict, name: str, choices: tuple[str, ...]) -> str:
+    value = data.get(name, choices[0])
+    if value not in choices:
+        raise RequestError(400, f"'{name}' must be one of {', '.join(map(repr, choices))}, got {_clip(value)!r}")
+    return value
+
+
+def _kind(value: object) -> str:
+    """A JSON value's type, in JSON's words."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _clip(value: object, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

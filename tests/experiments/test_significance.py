@@ -1,0 +1,56 @@
+"""The experiment tables' statistics (experiments/_significance.py) against numbers worked out by hand."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
+from _significance import compare, mean_std, verdict  # noqa: E402
+
+
+def test_welch_t_test_matches_the_formula():
+    # a = 1, 2, 3 and b = 4, 5, 6: means 2 and 5, variances 1 and 1; t = -3 / sqrt(1/3 + 1/3) = -3.674;
+    # Welch df = (2/3)^2 / ((1/3)^2 / 2 * 2) = 4; two-sided p for |t| = 3.674 with 4 df (t-table) = 0.02131
+    result = compare([1, 2, 3], [4, 5, 6])
+    assert result.difference == -3.0
+    assert result.p_value == pytest.approx(0.021312, abs=1e-6)
+
+
+def test_bootstrap_interval_is_the_exact_percentile_of_the_resampling_distribution():
+    # resampling a and b separately, mean(a*) - mean(b*) = (Y - 9) / 3 with Y + 6 the sum of 6 draws uniform on
+    # {0, 1, 2}: its counts are the coefficients of (1 + x + x^2)^6 = 1, 6, 21, 50, ... out of 729, so
+    # P(sum <= 1) = 0.96% and P(sum <= 2) = 3.84%: the 2.5% point is sum 2 (Y = -4, Δ = -13/3), the 97.5% point
+    # by symmetry Y = +4 (Δ = -5/3)
+    result = compare([1, 2, 3], [4, 5, 6])
+    assert result.ci_low == pytest.approx(-13 / 3)
+    assert result.ci_high == pytest.approx(-5 / 3)
+    # two values against a constant: mean(a*) is 0, 0.5 or 1 with probabilities 1/4, 1/2, 1/4
+    small = compare([0, 1], [0, 0])
+    assert (small.ci_low, small.ci_high) == (0.0, 1.0)
+    assert small.p_value == pytest.approx(0.5)  # t = 0.5 / sqrt(0.5 / 2) = 1 with 1 df: p = 0.5
+    assert compare([1, 2, 3], [4, 5, 6]) == compare([1, 2, 3], [4, 5, 6])  # seeded: the same table every time
+
+
+def test_verdicts_follow_the_papers_direction():
+    assert compare([4, 5, 6], [1, 2, 3]).verdict == "reproduced"
+    assert compare([1, 2, 3], [4, 5, 6]).verdict == "opposite"
+    assert compare([1, 2, 3], [4, 5, 6], paper_sign=-1).verdict == "reproduced"
+    # the Table 1 NER seeds of docs/benchmarks/tasks.md: +1.68 F1, p = 0.071: not significant at 3 seeds
+    ner = compare([87.50, 85.88, 85.84], [85.38, 84.65, 84.14])
+    assert ner.difference == pytest.approx(1.6833, abs=1e-4) and ner.p_value == pytest.approx(0.0714, abs=1e-4)
+    assert ner.verdict == "not significant"
+    assert verdict(2.0, 0.049) == "reproduced" and verdict(2.0, 0.05) == "not significant"
+
+
+def test_too_few_seeds_or_no_spread_give_no_p_value():
+    one = compare([3.0], [1.0])
+    assert math.isnan(one.p_value) and math.isnan(one.ci_low) and one.verdict == "not significant"
+    assert one.cells() == ["+2.00", "–", "–", "not significant"]
+    flat = compare([3, 3, 3], [1, 1, 1])
+    assert math.isnan(flat.p_value) and (flat.ci_low, flat.ci_high) == (2.0, 2.0)
+    assert compare([4, 5, 6], [1, 2, 3]).cells() == ["+3.00", "0.021", "[+1.67, +4.33]", "reproduced"]
+    assert mean_std([1.0, 2.0, 3.0]) == "2.00 ± 1.00" and mean_std([1.0]) == "1.00"

@@ -1,0 +1,69 @@
+"""Overload and shutdown, for real: a full queue gets 503 with Retry-After, a client that disconnects leaves the
+queue and costs no model time, and SIGTERM answers everything queued before the service exits 0."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.serving.conftest import SENTENCES, Service, assert_close, expected, json_arrays
+
+SLOW = [(SENTENCES[0] * 3)[:40]] * 128
+"""About 5,000 tokens: seconds of work for the demo biLM on one thread, so that others must queue behind it."""
+
+
+def test_full_queue_disconnect_and_sigterm_drain(reference):
+    key = "env-key"
+    service = Service("--max-queue", "1", "--max-wait-ms", "0", env={"ELMO_API_KEY": key}, api_key=key)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(service.post_json, {"sentences": SLOW, "output": "top"})
+            service.wait_for("elmo_queue_requests", 0)
+            _wait_until_running(service)
+
+            # a client that goes away while queued: dropped from the queue, its sentences never run
+            gone = _send_and_hold(service, {"sentences": [["never", "run"]] * 3}, key)
+            service.wait_for("elmo_queue_requests", 1)
+            gone.close()
+            service.wait_for("elmo_cancelled_requests_total", 1)
+            service.wait_for("elmo_queue_requests", 0)
+            assert service.metric("elmo_skipped_sentences_total") == 3
+
+            queued = pool.submit(service.post_json, {"sentences": SENTENCES, "output": "average"})
+            service.wait_for("elmo_queue_requests", 1)
+            status, headers, answer = service.post_json({"sentences": [["one", "too", "many"]]})
+            assert status == 503 and int(headers["retry-after"]) >= 1
+            assert "the service is busy: 1 requests are waiting (--max-queue)" in answer["error"]
+
+            assert service.process.poll() is None
+            assert service.stop() == 0, service.output()  # SIGTERM while one request runs and one waits
+            assert slow.result()[0] == 200
+            status, _, answer = queued.result()
+        assert status == 200
+        assert_close(json_arrays(answer), expected(reference, SENTENCES, "average"))
+        log = service.output()
+        assert "Shutting down" in log and "Application shutdown complete" in log
+    finally:
+        service.stop()
+
+
+def _wait_until_running(service: Service, timeout: float = 30.0) -> None:
+    """Until the first round (the slow request) has started."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = service.get("/metrics")[2].decode()
+        if "elmo_round_requests_count 1" in text:
+            return
+        assert time.monotonic() < deadline, "the slow request never started"
+        time.sleep(0.02)
+
+
+def _send_and_hold(service: Service, payload: dict, key: str) -> socket.socket:
+    """A raw HTTP request whose answer is never read: the connection is closed by the caller."""
+    body = json.dumps(payload).encode()
+    connection = socket.create_connection(("127.0.0.1", service.port))
+    connection.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       + f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    return connection

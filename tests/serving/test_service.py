@@ -1,0 +1,135 @@
+"""The HTTP API over real loopback HTTP: answers equal the Embedder's, every bad request gets its 4xx with a
+message naming what is wrong and the service keeps answering, the API key is enforced, concurrent requests are
+merged and each gets its own sentences back."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from elmo.client import decode_npy
+from tests.serving.conftest import SENTENCES, assert_close, expected, json_arrays
+
+
+def test_health_ready_model_and_metrics(service):
+    assert service.get("/healthz")[0] == 200
+    status, _, body = service.get("/readyz")
+    assert status == 200 and json.loads(body) == {"ready": True, "model": "demo"}
+    model = json.loads(service.get("/v1/model")[2])
+    assert (model["model"], model["num_layers"], model["output_dim"], model["precision"]) == ("demo", 3, 256, "fp32")
+    assert model["limits"]["max_request_sentences"] == 16
+    status, headers, text = service.get("/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    for name in ("elmo_requests_total", "elmo_sentences_total", "elmo_tokens_total", "elmo_batch_sentences_bucket",
+                 "elmo_batch_tokens_bucket", "elmo_batch_seconds_bucket", "elmo_queue_requests",
+                 "elmo_request_latency_seconds_bucket"):
+        assert name in text.decode()
+
+
+@pytest.mark.parametrize("output", ["all", "top", "average"])
+def test_json_answers_equal_the_embedder(service, reference, output):
+    status, headers, answer = service.post_json({"sentences": SENTENCES, "output": output})
+    assert status == 200, answer
+    assert answer["model"] == "demo" and headers["x-elmo-count"] == str(len(SENTENCES))
+    want = expected(reference, SENTENCES, output)
+    assert answer["shapes"] == [list(w.shape) for w in want]
+    assert_close(json_arrays(answer), want)
+
+
+def test_strings_are_split_on_whitespace_like_elmo_embed(service, reference):
+    text = " The  river\tbank flooded . "
+    status, _, answer = service.post_json({"sentences": [text], "output": "top"})
+    assert status == 200
+    assert_close([np.array(answer["embeddings"][0], dtype=np.float32)], expected(reference, [text.split()], "top"))
+
+
+def test_binary_answer_is_concatenated_npy_in_request_order(service, reference):
+    body = json.dumps({"sentences": SENTENCES, "dtype": "float16", "output": "top"}).encode()
+    status, headers, data = service.request("POST", "/v1/embed", body, headers={"Accept": "application/x-npy"})
+    assert status == 200 and headers["content-type"] == "application/x-npy"
+    arrays = decode_npy(data)
+    assert [a.dtype for a in arrays] == [np.float16] * len(SENTENCES)
+    for got, want in zip(arrays, expected(reference, SENTENCES, "top")):
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=2**-10, atol=1e-5)
+
+
+def test_concurrent_requests_are_merged_and_each_gets_its_own_sentences(service, reference):
+    rounds_before = _round_count(service)
+    requests = [[SENTENCES[(i + k) % len(SENTENCES)] for k in range(1 + i % 3)] for i in range(12)]
+    with ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(lambda r: service.post_json({"sentences": r, "output": "top"}), requests))
+    for sentences, (status, _, answer) in zip(requests, answers):
+        assert status == 200
+        assert_close(json_arrays(answer), expected(reference, sentences, "top"))
+    assert _round_count(service) - rounds_before < len(requests), "no two requests shared a round"
+
+
+def _round_count(service) -> int:
+    text = service.get("/metrics")[2].decode()
+    return int(next(line.split()[1] for line in text.splitlines() if line.startswith("elmo_round_requests_count")))
+
+
+BAD_REQUESTS = [
+    (b"this is not json", 400, "the body is not JSON: Expecting value at line 1 column 1"),
+    (b'{"sentences": ["caf\xe9"]}', 400, "the body is not UTF-8 JSON"),
+    ([["a"]], 400, 'the body must be a JSON object like {"sentences": [...]}, got a list'),
+    ({}, 400, "'sentences' is missing"),
+    ({"sentences": "one string"}, 400, "'sentences' must be a list of token lists or strings, got a string"),
+    ({"sentences": [3]}, 400, "sentences[0] must be a list of tokens or a string, got a number"),
+    ({"sentences": [["ok"], ["a", None]]}, 400, "sentences[1][1] must be a string (a token), got null"),
+    ({"sentences": [["a", ""]]}, 400, "sentences[0][1] is an empty token"),
+    ({"sentences": [["a b"]]}, 400, "sentences[0][0] 'a b' contains whitespace"),
+    ({"sentences": [["x"]], "output": "middle"}, 400, "'output' must be one of 'all', 'top', 'average', got 'middle'"),
+    ({"sentences": [["x"]], "dtype": "int8"}, 400, "'dtype' must be one of 'float32', 'float16', got 'int8'"),
+    ({"sentences": [["x"]], "layers": "top"}, 400, "unknown field 'layers' (the fields are: sentences, output, dtype)"),
+    ({"sentences": [["x"] * 41]}, 413, "sentences[0] has 41 tokens, over the limit of 40 per sentence"),
+    ({"sentences": [["x"]] * 17}, 413, "'sentences' holds 17 sentences, over the limit of 16 per request"),
+    ({"sentences": [["x"] * 40] * 3}, 413, "the request holds 120 tokens, over the limit of 100 per request"),
+    ({"sentences": [["x" * 30000]]}, 413, "over the limit of 20000 bytes"),
+]
+
+
+@pytest.mark.parametrize("body, status, message", BAD_REQUESTS, ids=[m[:30] for _, _, m in BAD_REQUESTS])
+def test_bad_request_gets_its_4xx_and_the_service_keeps_answering(service, body, status, message):
+    got, headers, answer = service.post_json(body)
+    assert got == status and headers["content-type"] == "application/json"
+    assert message in answer["error"]
+    assert service.post_json({"sentences": [["still", "here"]]})[0] == 200
+
+
+def test_wrong_method_and_unknown_path(service):
+    assert service.get("/v1/embed")[0] == 405
+    assert service.get("/v2/embed")[0] == 404
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-key", "test-key-0123"])
+def test_api_key_is_required_on_every_path(service, authorization):
+    for path in ("/v1/embed", "/healthz", "/metrics"):
+        headers = {"Authorization": authorization} if authorization else {}
+        request_headers = {**headers}
+        service_headers, service.headers = service.headers, {}
+        try:
+            status, response_headers, body = service.request("POST" if path == "/v1/embed" else "GET", path,
+                                                             b'{"sentences": [["a"]]}', headers=request_headers)
+        finally:
+            service.headers = service_headers
+        assert status == 401 and response_headers["www-authenticate"] == "Bearer"
+        assert json.loads(body)["error"].startswith("the API key is " + ("missing" if not authorization else "wrong"))
+
+
+def test_a_client_that_leaves_mid_body_costs_nothing_and_logs_no_error(service):
+    import socket
+    import time
+
+    before = service.metric("elmo_cancelled_requests_total")
+    with socket.create_connection(("127.0.0.1", service.port)) as connection:  # promises 1000 bytes, sends 16
+        connection.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+                           b"Authorization: Bearer test-key-0123\r\n\r\n" + b'{"sentences": [[')
+        time.sleep(0.2)
+    service.wait_for("elmo_cancelled_requests_total", before + 1)
+    assert service.metric("elmo_queue_requests") == 0
+    assert service.post_json({"sentences": [["still", "here"]]})[0] == 200
+    assert "Traceback" not in service.output()
