@@ -162,7 +162,7 @@ def train(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     source = write_corpus(args.corpus, args.sentences)
     overrides = {"precision": args.precision, "log_every": args.log_every, "sample_softmax": True,
-                 "checkpoint_every": args.steps}
+                 "checkpoint_every": args.steps, "compile": args.compile}
     if args.batch_size:
         overrides["batch_size"] = args.batch_size
     config, train_config = load_preset(args.config, overrides)
@@ -175,7 +175,8 @@ def train(args: argparse.Namespace) -> None:
     rates = [entry["tokens_per_s"] for entry in state.history if "tokens_per_s" in entry]
     steady = float(np.median(rates[1:] if len(rates) > 1 else rates)) if rates else state.tokens / seconds
     record(args.results, {"check": f"train {args.config}, sampled softmax, {args.precision}, "
-                                   f"{train_config.batch_size} x {train_config.unroll_steps} tokens a step",
+                                   f"{train_config.batch_size} x {train_config.unroll_steps} tokens a step"
+                                   + (", torch.compile" if args.compile else ""),
                           "ok": state.step == args.steps, "tokens_per_s": steady,
                           "peak_memory_mb": peak_memory_mb(device),
                           "result": f"{state.step} steps, {state.tokens:,} tokens in {seconds:.0f} s "
@@ -212,6 +213,7 @@ def main() -> None:
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--corpus", type=Path, help="train: where to write the sentences and their vocabulary")
     parser.add_argument("--out", type=Path, help="train: the run directory")
+    parser.add_argument("--compile", action="store_true", help="train: torch.compile the step's elementwise loops")
     args = parser.parse_args()
     if args.part == "embed" and args.batch_size is None:
         args.batch_size = 64

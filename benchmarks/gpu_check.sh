@@ -5,7 +5,9 @@
 #      fp32 and bf16: tokens/s and peak GPU memory
 #   3. 200 training steps of the original architecture with sampled softmax: tokens/s and peak memory
 #   4. `elmo train` under a 1-process torchrun (NCCL on CUDA)
-# Finishes within 8 minutes on one H200-class GPU. Exit status 1 if a check failed.
+#   5. on the GPU only: the training of 3 again with large batches (1024 rows), eager and through torch.compile
+# Finishes within 8 minutes on one H200-class GPU (each part is stopped after PART_TIMEOUT seconds, 150 on the GPU,
+# and becomes a failed row). Exit status 1 if a check failed.
 #
 #   benchmarks/gpu_check.sh                 # on CUDA, full sizes
 #   DEVICE=cpu benchmarks/gpu_check.sh      # toy sizes on the CPU (gloo, tiny architecture, a few
@@ -24,9 +26,11 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 if [[ $DEVICE == cpu ]]; then
     CONFIG=tiny SENTENCES=40 STEPS=4 LOG_EVERY=1 TRAIN_PRECISION=fp32 TRAIN_BATCH=4 RUN_STEPS=2
     EMBED_BATCH=64 EMBED_TOKENS=4096  # elmo embed's defaults
+    LARGE_BATCH=  PART_TIMEOUT=${PART_TIMEOUT:-0}
 else  # large sorted batches for the GPU
     CONFIG=original SENTENCES=20000 STEPS=200 LOG_EVERY=20 TRAIN_PRECISION=bf16 TRAIN_BATCH=128 RUN_STEPS=20
     EMBED_BATCH=1024 EMBED_TOKENS=65536
+    LARGE_BATCH=1024 PART_TIMEOUT=${PART_TIMEOUT:-150}
 fi
 
 if [[ -n ${KEEP:-} ]]; then
@@ -47,8 +51,8 @@ part() {  # name, arguments
     local name=$1 log
     log=$(mktemp "$work/$name.XXXX.log")
     shift
-    if ! "$PYTHON" benchmarks/gpu_check.py "$name" "$@" --results "$results" 2> "$log"; then
-        fail "$name $*" "$(tail -n 1 "$log")"
+    if ! timeout "$PART_TIMEOUT" "$PYTHON" benchmarks/gpu_check.py "$name" "$@" --results "$results" 2> "$log"; then
+        fail "$name $*" "$(tail -n 1 "$log") (after at most ${PART_TIMEOUT}s; 0: no limit)"
     fi
     cat "$log" >&2
 }
@@ -66,7 +70,7 @@ part train --device "$DEVICE" --config "$CONFIG" --steps "$STEPS" --log-every "$
 backend=$([[ $DEVICE == cpu ]] && echo gloo || echo nccl)
 start=$(date +%s)
 check="elmo train, 1-process torchrun ($backend)"
-if "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node 1 -m elmo train --config "$CONFIG" \
+if timeout "$PART_TIMEOUT" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node 1 -m elmo train --config "$CONFIG" \
         --train "$work/corpus/train.txt" --vocab "$work/corpus/vocab.txt" --out "$work/torchrun-run" \
         --max-steps "$RUN_STEPS" --batch-size "$TRAIN_BATCH" --device "$DEVICE" --no-progress \
         > "$work/torchrun.log" 2>&1; then
@@ -74,6 +78,14 @@ if "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node 1 -m elmo tr
         "$(( $(date +%s) - start ))" >> "$results"
 else
     fail "$check" "$(tail -n 1 "$work/torchrun.log")"
+fi
+
+if [[ -n $LARGE_BATCH ]]; then  # what large batches and compiling buy on the GPU
+    for compiled in "" --compile; do
+        part train --device "$DEVICE" --config "$CONFIG" --steps "$STEPS" --log-every "$LOG_EVERY" \
+            --precision "$TRAIN_PRECISION" --batch-size "$LARGE_BATCH" --sentences "$SENTENCES" \
+            --corpus "$work/corpus" --out "$work/train-run-large$compiled" $compiled
+    done
 fi
 
 "$PYTHON" benchmarks/gpu_check.py table --results "$results"

@@ -70,7 +70,8 @@ QUICK_CORPUS_LINES = 3000
 
 
 DEFAULT_BILM = "corpus"
-"""The corpus biLM shipped in the package (src/elmo/pretrained/corpus: experiments/corpus.sh; its card is the README.md there)."""
+"""The corpus biLM shipped in the package (src/elmo/pretrained/corpus, made by experiments/corpus.sh; its card is
+the README.md there)."""
 HEADLINE_SEEDS = 5
 """Seeds per setting of the headline comparisons (Table 1, Figure 1); the ablations (Tables 2, 3) default to 3."""
 

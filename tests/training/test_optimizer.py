@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from elmo.training.optimizer import clipped_step, coalesced, gradient_norm, make_optimizer
+from elmo.training.optimizer import FUSED_DEVICES, clipped_step, coalesced, gradient_norm, make_optimizer
 from elmo.training.train_config import TrainConfig
 
 
@@ -38,6 +38,20 @@ def test_clipped_step_matches_clip_grad_norm(optimizer, fused, scale):
         for key in a:
             torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
     assert getattr(opt_ours, "grad_scale", None) is None  # no scale left behind for the next step
+
+
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
+def test_the_fused_kernel_only_where_pytorch_has_it(optimizer):
+    """Fused Adagrad raises on CUDA parameters at the first step (seen on an H200, torch 2.11): the table says so,
+    and every device the table names builds a fused optimizer that steps."""
+    assert FUSED_DEVICES == {"adam": {"cpu", "cuda"}, "adagrad": {"cpu"}}
+    tc = TrainConfig(optimizer=optimizer)
+    model = _model_with_gradients(1.0)
+    opt = make_optimizer(model.parameters(), tc)
+    assert opt.param_groups[0]["fused"] is True
+    opt.step()
+    meta = make_optimizer([torch.nn.Parameter(torch.zeros(2, device="meta"))], tc)  # no fused kernel there
+    assert not meta.param_groups[0]["fused"]
 
 
 def test_gradient_norm_skips_parameters_without_gradients():

@@ -202,8 +202,8 @@ def _how_to_get(name: str, directory: Path, files: dict, reason: str) -> str:
 
 def resolve_model(model: str | os.PathLike) -> Path:
     """``--model`` value -> what load_bilm loads: an existing directory or archive as is; ``demo`` or a model
-    shipped in the package (``src/elmo/pretrained/NAME``) by its name; else a published model (fetched into the cache if needed):
-    its cache directory, or the archive in it."""
+    shipped in the package (``src/elmo/pretrained/NAME``) by its name; else a published model (fetched into the
+    cache if needed): its cache directory, or the archive in it."""
     path = Path(model).expanduser()
     if path.is_dir() or path.is_file():
         return path

@@ -18,14 +18,18 @@ import torch
 
 from elmo.training.train_config import TrainConfig
 
+# the devices PyTorch has a fused kernel for, per optimizer (torch 2.11-2.13: no fused Adagrad on CUDA)
+FUSED_DEVICES = {"adam": {"cpu", "cuda"}, "adagrad": {"cpu"}}
+
 
 def make_optimizer(parameters, tc: TrainConfig) -> torch.optim.Optimizer:
     """bilm-tf's Adagrad (eps 0, initial accumulator 1.0), or Adam for short runs on small corpora.
 
-    Fused (one kernel for all parameters instead of several passes over each) on CPUs and GPUs.
+    Fused (one kernel for all parameters instead of several passes over each) where PyTorch has the fused kernel
+    (:data:`FUSED_DEVICES`); elsewhere the multi-tensor path, and the clip scales the gradients first.
     """
     parameters = list(parameters)
-    fused = all(p.device.type in ("cpu", "cuda") for p in parameters)
+    fused = {p.device.type for p in parameters} <= FUSED_DEVICES[tc.optimizer]
     if tc.optimizer == "adam":
         return torch.optim.Adam(parameters, lr=tc.learning_rate, fused=fused)
     return torch.optim.Adagrad(parameters, lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value,
