@@ -29,6 +29,7 @@ from torch import nn
 from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
 from elmo.modules.compiled import compile_enabled, run_compiled
 from elmo.modules.highway import Highway
+from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
 from elmo.modules.threads import gemm_threads
 
 TOKENS_PER_CHUNK = 128
@@ -113,12 +114,18 @@ class CharCNNEncoder(nn.Module):
         width = char_ids.shape[1]
         kernel = self._fused_kernel()  # (K*E, F)
         k = kernel.shape[0] // self.config.embedding_dim
+        count = char_ids.shape[0]
+        bucketed = buckets_shapes(kernel.dtype, char_ids.device)
+        if bucketed and bucket_rows(count) > count:  # copies of the last row, dropped at the end
+            char_ids = torch.cat([char_ids, char_ids[-1:].expand(bucket_rows(count) - count, -1)])  # (N', W)
         runs = content_length(char_ids)  # (N,) where each row's trailing run starts
         sort = char_ids.shape[0] > TOKENS_PER_CHUNK
         order = torch.argsort(runs) if sort else torch.arange(char_ids.shape[0], device=char_ids.device)
         parts = []
         for rows in order.split(TOKENS_PER_CHUNK):
             n = int(runs[rows].max())
+            if bucketed and n + k <= width:  # more positions of the trailing run: the same max, fewer shapes
+                n = min(-(-n // 8) * 8, width - k)
             if n + k <= width:  # windows at positions 0..n, all inside the row
                 x = self.char_embedding(char_ids[rows, : n + k]).to(kernel.dtype)  # (rows, n + K, E)
                 parts.append(self._max_over_positions(x.unfold(1, k, 1), kernel))
@@ -135,7 +142,7 @@ class CharCNNEncoder(nn.Module):
         if self.projection is not None:
             with gemm_threads(x.shape[0] * self.projection.weight.numel()):
                 x = self.projection(x)  # (N, P)
-        return x
+        return x[:count]
 
     @staticmethod
     def _max_over_positions(windows: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor | None = None):

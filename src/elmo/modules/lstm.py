@@ -25,6 +25,7 @@ from torch import nn
 from elmo.modules.autocast import autocast_suspended
 from elmo.modules.lstm_kernel import LstmStep, cell_forward, fold_forget_bias, project
 from elmo.modules.lstm_window import run_windows
+from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
 from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
@@ -183,11 +184,16 @@ class LstmCellWithProjection(nn.Module):
         w_proj_t = None if self.projection is None else self.projection.weight.t()  # (C, P)
         out = inputs.new_zeros(time, batch, self.output_dim, dtype=dtype)  # (T, B, P)
         windows = step_windows(running, INPUT_WINDOW_ROWS)
-        buffer = inputs.new_empty(max((rows for *_, rows in windows), default=0), w_input_t.shape[1], dtype=dtype)
+        gemm_rows = bucket_rows if buckets_shapes(dtype, inputs.device) else int  # zero rows pad a bucketed GEMM
+        buffer = inputs.new_empty(max((gemm_rows(rows) for *_, rows in windows), default=0), w_input_t.shape[1],
+                                  dtype=dtype)
         with small_ops_on_one_thread(inputs.device):
             for start, stop, rows in windows:
-                packed = torch.cat([sorted_inputs[t, : running[t]] for t in range(start, stop)])  # (rows, in)
-                x_gates = buffer[:rows]  # (rows, 4C): step t's n_t rows follow step t-1's
+                packed = [sorted_inputs[t, : running[t]] for t in range(start, stop)]
+                if gemm_rows(rows) > rows:
+                    packed.append(sorted_inputs.new_zeros(gemm_rows(rows) - rows, sorted_inputs.shape[2]))
+                packed = torch.cat(packed)  # (rows', in)
+                x_gates = buffer[: len(packed)]  # (rows', 4C): step t's n_t rows follow step t-1's
                 with gemm_threads(rows * w_input_t.numel()):
                     torch.addmm(self.input_linearity.bias, packed, w_input_t, out=x_gates)
                 fold_forget_bias(x_gates, self.forget_bias)
