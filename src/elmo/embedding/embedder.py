@@ -271,7 +271,8 @@ def to_host(x: torch.Tensor) -> np.ndarray:
     """A tensor as a NumPy array on the host. From a GPU through pinned (page-locked) memory, which the array then
     lives in: a copy into pageable memory ran at about 1 GB/s on an H200 machine and took 89% of ``elmo embed``'s
     GPU time, and copying out of the pinned buffer again cost as much (first-touch page faults). PyTorch caches
-    the pinned block and reuses it once the arrays are gone."""
+    a freed pinned block for a later one of a fitting size; with varying batch shapes that is rare, and allocating
+    is now the largest host-side cost (docs/benchmarks/gpu.md)."""
     if x.device.type != "cuda":
         return x.cpu().numpy()
     staging = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
