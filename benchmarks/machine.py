@@ -29,7 +29,10 @@ MEASURED_ROWS = 512
 
 PROBE_ROWS = 16
 """Rows of the first, small product of each measurement: when the full one would take several times the time
-allowed (bf16 on a CPU without bf16 units runs at well under 1 GFLOP/s), the small one's throughput is reported."""
+allowed, the product is measured with as many rows (a multiple of these) as fit in that time: bf16 on a CPU without
+bf16 units runs at well under 1 GFLOP/s, where the small product alone is what fits; a loaded machine may only
+slow an fp32 product down so far that fewer rows fit (reporting the small product's far lower throughput there
+made the peak too low and fractions of it above 1)."""
 
 
 def cpu_model() -> str:
@@ -45,22 +48,26 @@ def cpu_model() -> str:
 
 
 def machine_line(device: str = "cpu") -> str:
-    """One line: CPU model, ISA, cores and torch threads, torch version, device (the GPU's name on CUDA), and
-    whether precision ``auto`` picks bf16 there and why."""
+    """One line: CPU model, ISA, the instruction set PyTorch's own kernels use (lower than the ISA where
+    ``ATEN_CPU_CAPABILITY`` restricts it, e.g. to measure an AVX2-only CPU's code paths on a newer one), cores and
+    torch threads, torch version, device (the GPU's name on CUDA), and whether precision ``auto`` picks bf16 there
+    and why."""
     flags = cpu_features()
     isa = [name for name, spellings in ISA_FLAGS.items() if flags & set(spellings)]
     where = device
     if device.startswith("cuda") and torch.cuda.is_available():
         where = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
     fast, why = bf16_support(device)
-    return (f"machine: {cpu_model()}; ISA {'+'.join(isa) or 'none of ' + '/'.join(ISA_FLAGS)}; {os.cpu_count()} "
+    return (f"machine: {cpu_model()}; ISA {'+'.join(isa) or 'none of ' + '/'.join(ISA_FLAGS)} (ATen kernels "
+            f"{torch.backends.cpu.get_cpu_capability()}); {os.cpu_count()} "
             f"cores, {torch.get_num_threads()} torch threads; torch {torch.__version__}; device {where}; "
             f"precision auto -> {'bf16' if fast else 'fp32'} ({why})")
 
 
 def gemm_flops(m: int, k: int, n: int, dtype: torch.dtype = torch.float32, device: str = "cpu",
                seconds: float = 0.3, rounds: int = 3) -> float:
-    """Measured FLOP/s of (m, k) x (k, n) in ``dtype`` (m capped at :data:`MEASURED_ROWS`): the best of ``rounds``
+    """Measured FLOP/s of (m, k) x (k, n) in ``dtype`` (m capped at :data:`MEASURED_ROWS`, fewer rows where the
+    product would take far longer than ``seconds``: :data:`PROBE_ROWS`): the best of ``rounds``
     timed loops of about ``seconds`` / ``rounds`` each (other jobs on the machine only ever slow a loop down)."""
     rows = min(m, MEASURED_ROWS)
     b = torch.randn(k, n, device=device).to(dtype)
@@ -78,8 +85,11 @@ def gemm_flops(m: int, k: int, n: int, dtype: torch.dtype = torch.float32, devic
     probe = torch.randn(min(rows, PROBE_ROWS), k, device=device).to(dtype)
     timed(probe, 1)  # warm-up: kernel selection, first-touch allocations
     probe_s = timed(probe, 1)
-    if probe_s * rows / probe.shape[0] > 3 * seconds:  # the full product would take too long
-        return 2 * probe.shape[0] * k * n / probe_s
+    estimate = probe_s * rows / probe.shape[0]
+    if estimate > 3 * seconds:  # the full product would take too long: as many rows as fit
+        rows = int(rows * 3 * seconds / estimate) // PROBE_ROWS * PROBE_ROWS
+        if rows <= probe.shape[0]:
+            return 2 * probe.shape[0] * k * n / probe_s
     a = torch.randn(rows, k, device=device).to(dtype)
     one = timed(a, 1)
     repeat = max(1, int(seconds / rounds / max(one, 1e-6)))

@@ -11,6 +11,12 @@ Only the experiment scripts use this (no command does), so it lives beside them,
   is rough (a percentile bootstrap of so few values is too narrow); the t-test is what the verdict uses.
 * The verdict (:func:`verdict`): "reproduced" only where p < :data:`ALPHA` and the difference has the sign the paper
   reports; "opposite" where p < ALPHA and it has the other sign; else "not significant".
+
+Two classifiers scored on the same test items (the probes' layers, :func:`compare_paired`) are paired samples
+instead: McNemar's exact test (``scipy.stats.binomtest`` on the items exactly one of them gets right), and a
+bootstrap CI of the accuracy difference that resamples whole clusters (a POS test sentence, whose words are not
+independent; a WSD test instance). McNemar counts every item as independent, so for POS words its p is optimistic;
+the verdict needs both p < ALPHA and a CI that excludes 0.
 """
 
 from __future__ import annotations
@@ -93,3 +99,41 @@ def verdict(difference: float, p_value: float, paper_sign: int = 1) -> str:
     if math.isnan(p_value) or p_value >= ALPHA or difference == 0:
         return "not significant"
     return "reproduced" if (difference > 0) == (paper_sign > 0) else "opposite"
+
+
+PAIRED_HEADERS = ["Δ (points)", "McNemar p", "95% CI of Δ", "claim"]
+
+
+def mcnemar_p(a_correct: np.ndarray, b_correct: np.ndarray) -> float:
+    """Two-sided exact McNemar p-value of two classifiers' (items,) correctness on the same items."""
+    a_only = int((a_correct & ~b_correct).sum())
+    discordant = a_only + int((~a_correct & b_correct).sum())
+    return 1.0 if discordant == 0 else float(stats.binomtest(a_only, discordant, 0.5).pvalue)
+
+
+def cluster_bootstrap_ci(a_correct: np.ndarray, b_correct: np.ndarray, clusters: np.ndarray,
+                         chunk: int = 500) -> tuple[float, float]:
+    """95% percentile interval of accuracy(a) - accuracy(b) in points, resampling whole clusters (seeded)."""
+    _, cluster_of = np.unique(clusters, return_inverse=True)
+    difference = np.bincount(cluster_of, weights=a_correct.astype(float) - b_correct.astype(float))  # (clusters,)
+    size = np.bincount(cluster_of).astype(float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    samples = []
+    for start in range(0, BOOTSTRAP_RESAMPLES, chunk):
+        picked = rng.integers(0, len(size), (min(chunk, BOOTSTRAP_RESAMPLES - start), len(size)))
+        samples.append(100 * difference[picked].sum(axis=1) / size[picked].sum(axis=1))
+    low, high = np.percentile(np.concatenate(samples), [50 * (1 - CONFIDENCE), 100 - 50 * (1 - CONFIDENCE)])
+    return float(low), float(high)
+
+
+def compare_paired(a_correct: np.ndarray, b_correct: np.ndarray, clusters: np.ndarray | None = None,
+                   paper_sign: int = 1) -> Comparison:
+    """Classifier ``a`` against ``b`` on the same items: accuracy difference in points, McNemar p, cluster-bootstrap
+    CI (each item its own cluster when ``clusters`` is None) and the verdict (p < ALPHA and the CI excludes 0)."""
+    a_correct, b_correct = np.asarray(a_correct, dtype=bool), np.asarray(b_correct, dtype=bool)
+    clusters = np.arange(len(a_correct)) if clusters is None else np.asarray(clusters)
+    difference = float(100 * (a_correct.mean() - b_correct.mean()))
+    p_value = mcnemar_p(a_correct, b_correct)
+    low, high = cluster_bootstrap_ci(a_correct, b_correct, clusters)
+    claim = verdict(difference, p_value if low > 0 or high < 0 else math.nan, paper_sign)
+    return Comparison(difference, p_value, low, high, claim)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
-from _significance import compare, mean_std, verdict  # noqa: E402
+import numpy as np  # noqa: E402
+from _significance import compare, compare_paired, mcnemar_p, mean_std, verdict  # noqa: E402
 
 
 def test_welch_t_test_matches_the_formula():
@@ -54,3 +55,25 @@ def test_too_few_seeds_or_no_spread_give_no_p_value():
     assert math.isnan(flat.p_value) and (flat.ci_low, flat.ci_high) == (2.0, 2.0)
     assert compare([4, 5, 6], [1, 2, 3]).cells() == ["+3.00", "0.021", "[+1.67, +4.33]", "reproduced"]
     assert mean_std([1.0, 2.0, 3.0]) == "2.00 ± 1.00" and mean_std([1.0]) == "1.00"
+
+
+def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_items():
+    # a alone right on 8 items, b alone on 2, both right on 90: P(X <= 2 | n = 10, 1/2) = (1 + 10 + 45) / 1024,
+    # two-sided: 112 / 1024 = 0.109375
+    a = np.array([True] * 8 + [False] * 2 + [True] * 90)
+    b = np.array([False] * 8 + [True] * 2 + [True] * 90)
+    assert mcnemar_p(a, b) == pytest.approx(112 / 1024)
+    assert mcnemar_p(a, a) == 1.0  # no discordant item
+
+
+def test_paired_comparison_resamples_whole_clusters():
+    # 40 sentences of 5 words: a is right on every word, b on every word of the first 30 sentences only
+    a = np.ones(200, dtype=bool)
+    b = np.repeat(np.arange(40) < 30, 5)
+    result = compare_paired(a, b, np.repeat(np.arange(40), 5))
+    assert result.difference == pytest.approx(25.0)
+    assert result.p_value == pytest.approx(2 * 0.5 ** 50)  # 50 discordant words, all a's
+    # the CI is that of the share of wrong sentences (10 of 40) in points: the binomial spread, about +-13.4
+    assert 10 < result.ci_low < 25 < result.ci_high < 40
+    assert result.verdict == "reproduced"
+    assert compare_paired(a, b, np.repeat(np.arange(40), 5), paper_sign=-1).verdict == "opposite"

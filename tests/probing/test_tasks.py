@@ -35,6 +35,20 @@ def test_pos_reports_every_layer_and_the_mix(embedder, conllu):
     assert len(result["mix_weights"]) == 3
 
 
+def test_per_item_correctness_adds_up_to_the_accuracies(embedder, conllu, tmp_path):
+    result = probe_pos(embedder, conllu, conllu, "upos", settings=FAST, per_word=True)
+    assert result["sentence"].tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
+    assert {k: float(v.mean()) for k, v in result["correct"].items()} == pytest.approx(result["accuracy"])
+    (tmp_path / "line.pos").write_text(senseval_text("line-n", 20), encoding="utf-8")
+    (tmp_path / "hard.pos").write_text(senseval_text("hard-a", 10).replace(">line<", ">hard<"), encoding="utf-8")
+    wsd = probe_wsd(embedder, tmp_path, FAST, per_instance=True)
+    for method in ("centroid", "linear"):
+        assert all(len(v) == wsd["test_instances"] == 6 for v in wsd["correct"][method].values())
+        assert {k: float(v.mean()) for k, v in wsd["correct"][method].items()} == pytest.approx(
+            wsd["overall"][method])
+    assert "correct" not in probe_pos(embedder, conllu, conllu, settings=FAST)
+
+
 def test_pos_limit_and_missing_tags(embedder, conllu, tmp_path):
     assert probe_pos(embedder, conllu, conllu, max_train_sentences=2, settings=FAST)["train_sentences"] == 2
     bad = tmp_path / "bad.conllu"

@@ -61,8 +61,12 @@ def probe_pos(
     tagset: str = "upos",
     max_train_sentences: int | None = None,
     settings: ProbeSettings | None = None,
+    per_word: bool = False,
 ) -> dict:
-    """Accuracy per layer ("0" = token layer, "1", ..., "mix") on ``test_path``; a JSON-ready dict."""
+    """Accuracy per layer ("0" = token layer, "1", ..., "mix") on ``test_path``; a JSON-ready dict.
+
+    ``per_word``: also ``"correct"`` (layer -> (test words,) bool array) and ``"sentence"`` (each test word's
+    sentence index), for paired tests between layers (not JSON-ready)."""
     if tagset not in TAGSETS:
         raise ValueError(f"tagset must be one of {TAGSETS}, got {tagset!r}")
     settings = settings or ProbeSettings()
@@ -78,14 +82,17 @@ def probe_pos(
     test_x = compute_activations(embedder, [s.forms for s in test]).vectors
     embedded = time.perf_counter()
     results: dict[str, float] = {}
+    correct: dict[str, np.ndarray] = {}
     mix_weights = None
     for name in [*map(str, range(train_x.shape[1])), "mix"]:
         layers = slice(None) if name == "mix" else slice(int(name), int(name) + 1)
         probe = train_probe(train_x[:, layers], train_y, len(tags), settings)
-        results[name] = accuracy(probe.predict(test_x[:, layers]), test_y)
+        predicted = probe.predict(test_x[:, layers])
+        results[name] = accuracy(predicted, test_y)
+        correct[name] = predicted == test_y
         mix_weights = probe.mix_weights() if name == "mix" else mix_weights
         log.info("POS probe, layer %s: accuracy %.4f", name, results[name])
-    return {
+    result = {
         "task": "pos", "tagset": tagset, "train": str(train_path), "test": str(test_path),
         "train_sentences": len(train), "train_words": int(len(train_y)), "test_sentences": len(test),
         "test_words": int(len(test_y)), "tags": len(tags), "unseen_tag_words": int((test_y < 0).sum()),
@@ -94,3 +101,7 @@ def probe_pos(
         "settings": dataclasses.asdict(settings),
         "seconds": {"embed": round(embedded - started, 1), "total": round(time.perf_counter() - started, 1)},
     }
+    if per_word:
+        result["correct"] = correct
+        result["sentence"] = np.repeat(np.arange(len(test)), [len(s.forms) for s in test])
+    return result

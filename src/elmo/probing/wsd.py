@@ -50,13 +50,17 @@ def centroid_predict(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarra
     return (unit @ centroids.T).argmax(axis=1)  # (M,); ties: the first sense in sorted order
 
 
-def probe_wsd(embedder: Embedder, data: str | os.PathLike, settings: ProbeSettings | None = None) -> dict:
-    """Accuracy per word, method and layer on the fixed split of ``data`` (a Senseval file or directory)."""
+def probe_wsd(embedder: Embedder, data: str | os.PathLike, settings: ProbeSettings | None = None,
+              per_instance: bool = False) -> dict:
+    """Accuracy per word, method and layer on the fixed split of ``data`` (a Senseval file or directory).
+
+    ``per_instance``: also ``"correct"`` (method -> layer -> (test instances,) bool array, the words' test
+    instances one after another), for paired tests between layers (not JSON-ready)."""
     settings = settings or ProbeSettings()
     started = time.perf_counter()
     words = read_senseval_data(data)
     per_word: dict[str, dict] = {}
-    correct: dict[str, Counter] = {"centroid": Counter(), "linear": Counter()}
+    correct: dict[str, dict[str, list[np.ndarray]]] = {"centroid": {}, "linear": {}}
     baseline_correct = total = 0
     for word, instances in words.items():
         train, test = split(instances)
@@ -77,23 +81,27 @@ def probe_wsd(embedder: Embedder, data: str | os.PathLike, settings: ProbeSettin
         for layer in range(train_x.shape[1]):
             predicted = centroid_predict(train_x[:, layer], train_y, test_x[:, layer], len(senses))
             result["centroid"][str(layer)] = accuracy(predicted, test_y)
-            correct["centroid"][str(layer)] += int((predicted == test_y).sum())
+            correct["centroid"].setdefault(str(layer), []).append(predicted == test_y)
         for name in [*map(str, range(train_x.shape[1])), "mix"]:
             layers = slice(None) if name == "mix" else slice(int(name), int(name) + 1)
             probe = train_probe(train_x[:, layers], train_y, len(senses), settings)
             predicted = probe.predict(test_x[:, layers])
             result["linear"][name] = accuracy(predicted, test_y)
-            correct["linear"][name] += int((predicted == test_y).sum())
+            correct["linear"].setdefault(name, []).append(predicted == test_y)
             if name == "mix":
                 result["mix_weights"] = probe.mix_weights()
         log.info("WSD %s: centroid %s, linear %s", word, result["centroid"], result["linear"])
         per_word[word] = result
         baseline_correct += int(round(result["baseline_most_frequent_sense"] * len(test)))
         total += len(test)
-    overall = {method: {k: v / total for k, v in counts.items()} for method, counts in correct.items()}
-    return {
+    correct_arrays = {method: {k: np.concatenate(v) for k, v in layers.items()} for method, layers in correct.items()}
+    overall = {method: {k: float(v.mean()) for k, v in layers.items()} for method, layers in correct_arrays.items()}
+    result = {
         "task": "wsd", "data": str(data), "split": f"every {TEST_EVERY}th instance of each word (file order) is test",
         "test_instances": total, "overall": overall | {"baseline_most_frequent_sense": baseline_correct / total},
         "words": per_word, "settings": dataclasses.asdict(settings),
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if per_instance:
+        result["correct"] = correct_arrays
+    return result
