@@ -160,10 +160,12 @@ def plot(path: Path, pos_results: list[dict], wsd_result: dict) -> None:
     axes[1].axhline(100 * wsd_result["overall"]["baseline_most_frequent_sense"], color="gray", ls="--",
                     label="most frequent sense")
     axes[1].set_title("word sense (Senseval lexical sample)")
+    axes[1].set_ylim(0, 112)  # room for the legend above the bars
+    axes[0].legend(fontsize=7, loc="upper left")  # above the token layer's lower bars
+    axes[1].legend(fontsize=7, loc="upper center", ncol=3)
     for ax in axes:
         ax.set_xlabel("layer")
         ax.set_ylabel("test accuracy (%)")
-        ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     plt.close(fig)
