@@ -241,6 +241,14 @@ def comparison_cells(a: list[float], b: list[float], paper_sign: int = 1) -> tup
     return result.cells(), {"a": a, "b": b, "paper_sign": paper_sign, **asdict(result)}
 
 
+def shown_path(path: str | Path) -> str:
+    """``path`` as the tables show it: relative to the checkout when inside it (the shipped models), else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
 def markdown_table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -253,9 +261,9 @@ def write_table(args: argparse.Namespace, name: str, title: str, table: str, res
     note = " (QUICK SMOKE RUN: tiny data slice, 1 epoch; not a result)" if args.quick else ""
     path = args.out / f"{name}.md"
     if results is not None:
-        write_json_atomic(args.out / f"{name}.json", {"title": title, "bilm": args.bilm, "seeds": args.seeds,
-                                                      "quick": args.quick, **results})
-    bilm = f"biLM: `{args.bilm}`"
+        write_json_atomic(args.out / f"{name}.json", {"title": title, "bilm": shown_path(args.bilm),
+                                                      "seeds": args.seeds, "quick": args.quick, **results})
+    bilm = f"biLM: `{shown_path(args.bilm)}`"
     if args.finetune_epochs:
         bilm += f", fine-tuned {args.finetune_epochs} epochs on each task's training sentences"
         pattern = f"bilm-finetuned/*-{bilm_fingerprint(args.bilm)}-epochs{args.finetune_epochs}/perplexity.json"
