@@ -34,6 +34,7 @@ from _common import (
     mean_std,
     parse_args,
     seed_scores,
+    shown_path,
     write_table,
 )
 
@@ -70,7 +71,7 @@ def measured(args: argparse.Namespace, name: str, measure) -> dict:
         if result["bilm_fingerprint"] != fingerprint or result["quick"] != args.quick:
             raise SystemExit(f"{path} was made with another biLM or mode; delete it or use another --out")
         return result
-    result = {"bilm": args.bilm, "bilm_fingerprint": fingerprint, "quick": args.quick, **measure()}
+    result = {"bilm": shown_path(args.bilm), "bilm_fingerprint": fingerprint, "quick": args.quick, **measure()}
     write_json_atomic(path, result)
     return result
 
