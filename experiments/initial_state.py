@@ -1,18 +1,19 @@
 """Issue 31, item 4: how the biLM's initial LSTM state at inference changes what it gives, per mode (zero, carry,
 warm: elmo.modules.initial_state), on one biLM: held-out perplexity, POS probe accuracy per layer, NER test F1.
 
-    python experiments/initial_state.py --bilm BILM_DIR --corpus LM_TRAIN.txt [--seeds 3] [--quick]
+    python experiments/initial_state.py --bilm BILM_DIR --corpus LM_TRAIN.txt [--seeds 3] [--no-ner] [--quick]
 
-Run it once per biLM, each with its own --out (e.g. the corpus biLM, and one trained with --state-reset 0); the
-table is ``<out>/initial_state.md`` (and .json). Per mode:
+Run it once per biLM, each with its own --out (the corpus biLM; the pair of experiments/state_reset_pair.sh, trained
+with and without state resets); the table is ``<out>/initial_state.md`` (and .json). Per mode, in this order:
 
 * perplexity: ``elmo perplexity --initial-state MODE`` on each --valid file (carry: the file as one stream, the
   bilm-tf protocol; zero and warm: each sentence on its own from its start state); needs the export's
   softmax.hdf5 (without it the column says so);
 * POS: ``elmo probe pos`` (a linear probe per layer and on the learned mix) trained on --pos-train, tested on
   --pos-test, with the vectors of that mode (carry: sentences embedded in file order, batches of 64);
-* NER: the Table 1 +ELMo tagger (cached activations made in that mode, ``elmo.initial_state``), N seeds; the
-  zero runs are Table 1's +ELMo runs. Each other mode is compared with zero (Welch t-test, bootstrap CI).
+* NER (skipped with --no-ner): the Table 1 +ELMo tagger (cached activations made in that mode,
+  ``elmo.initial_state``), N seeds; the zero runs are Table 1's +ELMo runs (with the same --out). Each other
+  mode is compared with zero (Welch t-test, bootstrap CI).
 
 Resumable: every measurement is written to ``<out>/initial-state/`` as it finishes (NER: one run per seed, as in
 every table) and reused by the next invocation.
@@ -60,6 +61,9 @@ def more_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pos-train", default=str(ewt / "en_ewt-ud-train.conllu"), help="POS probe training file")
     parser.add_argument("--pos-test", default=str(ewt / "en_ewt-ud-test.conllu"), help="POS probe test file")
     parser.add_argument("--pos-train-sentences", type=int, help="first N training sentences only (default all)")
+    parser.add_argument("--no-ner", action="store_true",
+                        help="perplexity and POS only (minutes); the NER column (3 seeds x 15 minutes per mode on "
+                        "a CPU core) says 'not run'")
 
 
 def measured(args: argparse.Namespace, name: str, measure) -> dict:
@@ -102,19 +106,20 @@ def pos(args: argparse.Namespace, mode: str) -> dict:
 def main() -> None:
     args = parse_args(__doc__, more_args=more_args)
     valid = [Path(v) for v in args.valid]
-    ner = {mode: seed_scores(args, "ner", NER_VARIANT[mode]) for mode in args.modes}
-    rows, results = [], {"perplexity": {}, "pos": {}, "ner": ner, "versus_zero": {}}
+    perplexities = {(mode, v): perplexity(args, mode, v)["perplexity"] for mode in args.modes for v in valid}
+    accuracies = {mode: pos(args, mode)["accuracy"] for mode in args.modes}  # the minutes-long columns first
+    ner = {} if args.no_ner else {mode: seed_scores(args, "ner", NER_VARIANT[mode]) for mode in args.modes}
+    rows, results = [], {"perplexity": {}, "pos": accuracies, "ner": ner, "versus_zero": {}}
     for mode in args.modes:
         cells = []
         for v in valid:
-            ppl = perplexity(args, mode, v)["perplexity"]
+            ppl = perplexities[mode, v]
             results["perplexity"][f"{mode}/{v.name}"] = ppl
             cells.append("–" if ppl is None else f"{ppl['geometric_mean']:.1f} ({ppl['forward']:.1f} / "
                          f"{ppl['backward']:.1f})")
-        accuracy = pos(args, mode)["accuracy"]
-        results["pos"][mode] = accuracy
+        accuracy = accuracies[mode]
         cells.append(" / ".join(f"{100 * accuracy[k]:.2f}" for k in sorted(accuracy, key=lambda k: (k == "mix", k))))
-        cells.append(mean_std(ner[mode]))
+        cells.append(mean_std(ner[mode]) if ner else "not run (--no-ner)")
         against_zero = ["", "", "", ""]
         if mode != "zero" and "zero" in ner:
             against_zero, results["versus_zero"][f"ner/{mode}"] = comparison_cells(ner[mode], ner["zero"])

@@ -51,8 +51,13 @@ def test_initial_state_table_quick_and_resumed(tmp_path):
                "2", "--device", "cpu", "--valid", str(corpus["valid"]), "--pos-train", str(tmp_path / "pos.conllu"),
                "--pos-test", str(tmp_path / "pos.conllu")]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    first = subprocess.run([*command, "--no-ner"], env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "INFO run" not in first.stderr and "POS probe" in first.stderr
+    assert (tmp_path / "out" / "initial_state.md").read_text().count("not run (--no-ner)") == 3
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "POS probe" not in done.stderr  # the perplexity and POS columns of the --no-ner run are reused
     table = (tmp_path / "out" / "initial_state.md").read_text()
     assert [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "|---" not in line][
         1:] == ["zero", "carry", "warm"]
