@@ -132,7 +132,8 @@ def main() -> None:
     note = ("\nCells: perplexity of the full softmax (geometric mean of the directions); POS: linear-probe accuracy "
             "(%) per layer and on the learned mix; NER: mean ± std over seeds; against zero: Welch t-test and "
             "percentile-bootstrap 95% CI of the F1 difference (experiments/_significance.py).\n")
-    write_table(args, "initial_state", f"Initial LSTM state at inference ({args.seeds} NER seeds)",
+    seeds = "NER not run" if args.no_ner else f"{args.seeds} NER seeds"
+    write_table(args, "initial_state", f"Initial LSTM state at inference ({seeds})",
                 markdown_table(headers, rows) + note, results)
 
 
