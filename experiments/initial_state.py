@@ -62,8 +62,8 @@ def more_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pos-test", default=str(ewt / "en_ewt-ud-test.conllu"), help="POS probe test file")
     parser.add_argument("--pos-train-sentences", type=int, help="first N training sentences only (default all)")
     parser.add_argument("--no-ner", action="store_true",
-                        help="perplexity and POS only (minutes); the NER column (3 seeds x 15 minutes per mode on "
-                        "a CPU core) says 'not run'")
+                        help="perplexity and POS only (minutes); the NER column (--seeds runs per mode, ~17 "
+                        "minutes each on a CPU core) says 'not run'")
 
 
 def measured(args: argparse.Namespace, name: str, measure) -> dict:
