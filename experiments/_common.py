@@ -242,11 +242,20 @@ def comparison_cells(a: list[float], b: list[float], paper_sign: int = 1) -> tup
 
 
 def shown_path(path: str | Path) -> str:
-    """``path`` as the tables show it: relative to the checkout when inside it (the shipped models), else as given."""
-    try:
-        return str(Path(path).resolve().relative_to(REPO))
-    except ValueError:
-        return str(path)
+    """``path`` as the tables show it: relative to the checkout when inside it (the shipped models), as
+    ``../shared/...`` when in the data beside it, else as given: committed results name no machine's directories."""
+    resolved = Path(path).resolve()
+    for root, prefix in ((REPO, ""), (REPO.parent / "shared", "../shared/")):
+        try:
+            return prefix + str(resolved.relative_to(root.resolve()))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def with_shown_paths(result: dict) -> dict:
+    """``result`` with its input files (a probe's ``train``, ``test``, ``data``) as :func:`shown_path` shows them."""
+    return {k: shown_path(v) if k in ("train", "test", "data") and isinstance(v, str) else v for k, v in result.items()}
 
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:

@@ -36,6 +36,7 @@ from _common import (
     parse_args,
     seed_scores,
     shown_path,
+    with_shown_paths,
     write_table,
 )
 
@@ -75,7 +76,8 @@ def measured(args: argparse.Namespace, name: str, measure) -> dict:
         if result["bilm_fingerprint"] != fingerprint or result["quick"] != args.quick:
             raise SystemExit(f"{path} was made with another biLM or mode; delete it or use another --out")
         return result
-    result = {"bilm": shown_path(args.bilm), "bilm_fingerprint": fingerprint, "quick": args.quick, **measure()}
+    result = {"bilm": shown_path(args.bilm), "bilm_fingerprint": fingerprint, "quick": args.quick,
+              **with_shown_paths(measure())}
     write_json_atomic(path, result)
     return result
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import REPO, markdown_table
+from _common import REPO, markdown_table, with_shown_paths
 from _significance import PAIRED_HEADERS, compare_paired
 
 from elmo.embedding.embedder import Embedder
@@ -88,7 +88,7 @@ def measured(args: argparse.Namespace, name: str, measure) -> tuple[dict, dict[s
             np.savez_compressed(f, **items)
 
     write_atomic(path.with_suffix(".npz"), write)  # first: the JSON marks the measurement as done
-    result = {"model": args.model, "quick": args.quick, **result}
+    result = {"model": args.model, "quick": args.quick, **with_shown_paths(result)}
     write_json_atomic(path.with_suffix(".json"), result)
     return result, items
 
