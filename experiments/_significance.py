@@ -12,6 +12,11 @@ Only the experiment scripts use this (no command does), so it lives beside them,
 * The verdict (:func:`verdict`): "reproduced" only where p < :data:`ALPHA` and the difference has the sign the paper
   reports; "opposite" where p < ALPHA and it has the other sign; else "not significant".
 
+Where the runs of two settings are matched by seed (the same seed gives the same task-model initialisation, data
+order and dropout masks; only the ELMo features differ, as in the initial-state table), :func:`seed_paired_p` adds
+the paired t-test (``scipy.stats.ttest_rel``) on the per-seed differences: the spread that the seed causes in both
+settings cancels. The verdicts stay Welch's.
+
 Two classifiers scored on the same test items (the probes' layers, :func:`compare_paired`) are paired samples
 instead: McNemar's exact test (``scipy.stats.binomtest`` on the items exactly one of them gets right), and a
 bootstrap CI of the accuracy difference that resamples whole clusters (a POS test sentence, whose words are not
@@ -55,12 +60,17 @@ class Comparison:
 
     def cells(self) -> list[str]:
         """The table's cells: Δ, p, 95% CI, verdict."""
-        p = "–" if math.isnan(self.p_value) else f"{self.p_value:.3f}" if self.p_value >= 0.001 else "< 0.001"
+        p = p_cell(self.p_value)
         ci = "–" if math.isnan(self.ci_low) else f"[{self.ci_low:+.2f}, {self.ci_high:+.2f}]"
         return [f"{self.difference:+.2f}", p, ci, self.verdict]
 
 
 COMPARISON_HEADERS = ["Δ", "Welch p", "95% CI of Δ", "claim"]
+
+
+def p_cell(p_value: float) -> str:
+    """A p-value as the tables show it: three decimals, '< 0.001', or '–' where the test is undefined."""
+    return "–" if math.isnan(p_value) else f"{p_value:.3f}" if p_value >= 0.001 else "< 0.001"
 
 
 def compare(a: Sequence[float], b: Sequence[float], paper_sign: int = 1) -> Comparison:
@@ -79,6 +89,15 @@ def welch_p_value(a: np.ndarray, b: np.ndarray) -> float:
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return math.nan
     return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def seed_paired_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided paired t-test p of seed-matched runs (``a[i]`` and ``b[i]`` share seed i); NaN where it is undefined
+    (fewer than 2 pairs, or the same difference for every seed)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(d) < 2 or np.ptp(d) == 0:
+        return math.nan
+    return float(stats.ttest_rel(a, b).pvalue)
 
 
 def bootstrap_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

@@ -13,7 +13,7 @@ with and without state resets); the table is ``<out>/initial_state.md`` (and .js
   --pos-test, with the vectors of that mode (carry: sentences embedded in file order, batches of 64);
 * NER (skipped with --no-ner): the Table 1 +ELMo tagger (cached activations made in that mode,
   ``elmo.initial_state``), N seeds; the zero runs are Table 1's +ELMo runs (with the same --out). Each other
-  mode is compared with zero (Welch t-test, bootstrap CI).
+  mode is compared with zero (Welch t-test, bootstrap CI, and the paired t-test of the seed-matched runs).
 
 Resumable: every measurement is written to ``<out>/initial-state/`` as it finishes (NER: one run per seed, as in
 every table) and reused by the next invocation.
@@ -39,6 +39,7 @@ from _common import (
     with_shown_paths,
     write_table,
 )
+from _significance import p_cell, seed_paired_p
 
 from elmo.embedding.embedder import Embedder
 from elmo.formats.model_files import load_bilm
@@ -122,18 +123,23 @@ def main() -> None:
         accuracy = accuracies[mode]
         cells.append(" / ".join(f"{100 * accuracy[k]:.2f}" for k in sorted(accuracy, key=lambda k: (k == "mix", k))))
         cells.append(mean_std(ner[mode]) if ner else "not run (--no-ner)")
-        against_zero = ["", "", "", ""]
+        against_zero = ["", "", "", "", ""]
         if mode != "zero" and "zero" in ner:
-            against_zero, results["versus_zero"][f"ner/{mode}"] = comparison_cells(ner[mode], ner["zero"])
-            against_zero[-1] = {"reproduced": "higher", "opposite": "lower"}.get(against_zero[-1], "no difference")
+            compared, comparison = comparison_cells(ner[mode], ner["zero"])
+            comparison["paired_p_value"] = seed_paired_p(ner[mode], ner["zero"])  # the runs share seeds
+            compared[-1] = {"reproduced": "higher", "opposite": "lower"}.get(compared[-1], "no difference")
+            against_zero = [*compared[:2], p_cell(comparison["paired_p_value"]), *compared[2:]]
+            results["versus_zero"][f"ner/{mode}"] = comparison
         rows.append([mode, *cells, *against_zero])
     layers = " / ".join(f"{k}" for k in sorted(results["pos"][args.modes[0]], key=lambda k: (k == "mix", k)))
     headers = ["initial state", *[f"perplexity {v.name}: geo (fwd / bwd)" for v in valid],
-               f"POS accuracy, layer {layers}", "NER test F1", *[f"{h} vs zero" for h in COMPARISON_HEADERS[:3]],
-               "NER vs zero (p < 0.05)"]
+               f"POS accuracy, layer {layers}", "NER test F1", *[f"{h} vs zero" for h in COMPARISON_HEADERS[:2]],
+               "paired t p vs zero (same seeds)", f"{COMPARISON_HEADERS[2]} vs zero", "NER vs zero (Welch p < 0.05)"]
     note = ("\nCells: perplexity of the full softmax (geometric mean of the directions); POS: linear-probe accuracy "
             "(%) per layer and on the learned mix; NER: mean ± std over seeds; against zero: Welch t-test and "
-            "percentile-bootstrap 95% CI of the F1 difference (experiments/_significance.py).\n")
+            "percentile-bootstrap 95% CI of the F1 difference (experiments/_significance.py), and the paired t-test "
+            "of the per-seed differences (run i of each mode has seed i: the same tagger initialisation, data order "
+            "and dropout; only the ELMo features differ).\n")
     seeds = "NER not run" if args.no_ner else f"{args.seeds} NER seeds"
     write_table(args, "initial_state", f"Initial LSTM state at inference ({seeds})",
                 markdown_table(headers, rows) + note, results)

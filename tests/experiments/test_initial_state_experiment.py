@@ -61,6 +61,7 @@ def test_initial_state_table_quick_and_resumed(tmp_path):
     table = (tmp_path / "out" / "initial_state.md").read_text()
     assert [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "|---" not in line][
         1:] == ["zero", "carry", "warm"]
+    assert len({line.count("|") for line in table.splitlines() if line.startswith("|")}) == 1  # every row full
     results = json.loads((tmp_path / "out" / "initial_state.json").read_text())
     ppl = results["perplexity"]
     assert ppl["zero/valid.txt"]["tokens"] == ppl["carry/valid.txt"]["tokens"] == ppl["warm/valid.txt"]["tokens"]
@@ -68,6 +69,7 @@ def test_initial_state_table_quick_and_resumed(tmp_path):
     assert set(results["pos"]["warm"]) == {"0", "1", "2", "mix"}
     assert results["pos"]["warm"]["0"] == results["pos"]["zero"]["0"]  # the token layer has no state
     assert len(results["ner"]["warm"]) == 2 and set(results["versus_zero"]) == {"ner/carry", "ner/warm"}
+    assert {"p_value", "paired_p_value", "ci_low", "ci_high"} <= set(results["versus_zero"]["ner/warm"])
     assert len(list((tmp_path / "out" / "cache").glob("*-ner*.h5"))) == 3  # one activation cache per mode
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "INFO run" not in again.stderr and "POS probe" not in again.stderr

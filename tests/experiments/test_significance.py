@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import numpy as np  # noqa: E402
-from _significance import compare, compare_paired, mcnemar_p, mean_std, verdict  # noqa: E402
+from _significance import compare, compare_paired, mcnemar_p, mean_std, seed_paired_p, verdict  # noqa: E402
 
 
 def test_welch_t_test_matches_the_formula():
@@ -77,3 +77,13 @@ def test_paired_comparison_resamples_whole_clusters():
     assert 10 < result.ci_low < 25 < result.ci_high < 40
     assert result.verdict == "reproduced"
     assert compare_paired(a, b, np.repeat(np.arange(40), 5), paper_sign=-1).verdict == "opposite"
+
+
+def test_paired_t_test_on_seed_matched_runs_matches_the_formula():
+    # differences 1, 2, 3: mean 2, sd 1, t = 2 / (1 / sqrt(3)) = sqrt(12) with 2 df, where the t-distribution has a
+    # closed form: two-sided p = 1 - t / sqrt(t^2 + 2) = 1 - sqrt(12 / 14) = 0.074180
+    assert seed_paired_p([1, 2, 4], [0, 0, 1]) == pytest.approx(1 - math.sqrt(12 / 14), abs=1e-9)
+    # Welch on the same numbers ignores the pairing: the seeds' spread hides the difference
+    assert compare([1, 2, 4], [0, 0, 1]).p_value > 0.074180
+    assert math.isnan(seed_paired_p([1, 2, 3], [0, 1, 2]))  # the same difference each time: t undefined
+    assert math.isnan(seed_paired_p([1], [0]))
