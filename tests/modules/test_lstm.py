@@ -126,11 +126,24 @@ def test_step_windows_group_consecutive_steps_up_to_the_row_budget():
     assert step_windows([0, 0], 4) == [] and step_windows([], 4) == []
 
 
-@pytest.mark.parametrize("window_rows", [1, 3, 7, 2048])
-def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatch, window_rows):
+def test_addmm_by_columns_equals_one_gemm_for_any_block_width():
+    from elmo.modules.lstm import addmm_by_columns
+
+    a, b, bias, start = torch.randn(5, 8), torch.randn(8, 24), torch.randn(24), torch.randn(5, 24)
+    for columns in (None, 1, 5, 24, 100):
+        out = start.clone()
+        addmm_by_columns(out, a, b, columns=columns)
+        torch.testing.assert_close(out, torch.addmm(start, a, b), rtol=1e-6, atol=1e-6)
+        addmm_by_columns(out, a, b, bias, columns)  # with a bias, out's old values are ignored
+        torch.testing.assert_close(out, torch.addmm(bias, a, b), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("window_rows", "columns"), [(1, 1024), (3, 5), (7, 1024), (2048, 7)])
+def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatch, window_rows, columns):
     import elmo.modules.lstm as lstm
 
     monkeypatch.setattr(lstm, "INPUT_WINDOW_ROWS", window_rows)
+    monkeypatch.setattr(lstm, "CPU_GEMM_COLUMNS", columns)  # 24 gate columns: in blocks, with a remainder
     cell = LstmCellWithProjection(4, 6, 3, cell_clip=0.5, proj_clip=0.4)
     with torch.no_grad():
         for p in cell.parameters():

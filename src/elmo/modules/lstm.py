@@ -32,8 +32,16 @@ LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
 
 INPUT_WINDOW_ROWS = 2048
-"""Inference computes the input half of the gates for this many positions at a time: a GEMM big enough to run near
-the machine's peak, into a buffer (rows x 4C) small enough to stay bounded for any batch."""
+INPUT_WINDOW_BYTES = 64 << 20
+"""Inference computes the input half of the gates for up to this many positions at a time, into a buffer (rows x
+4C) of at most this many bytes: 2,048 rows (1,024 for the original configuration in fp32). A GEMM that big runs
+near the machine's peak, and the buffer stays bounded for any batch; a larger one cost more in page faults than its
+bigger GEMM gained (docs/benchmarks/embedding.md, 2026-12-05)."""
+
+CPU_GEMM_COLUMNS = 1024
+"""On CPU, inference's fp32 gate GEMMs (rows x P x 4C) run in blocks of this many output columns: on an AVX2 Zen 3
+that made ``elmo embed`` of the original configuration (4C = 16384) 4-8% faster than one MKL call over all the
+columns, with the same outputs (docs/benchmarks/embedding.md, 2026-12-05)."""
 
 
 def step_windows(running: Sequence[int], max_rows: int) -> list[tuple[int, int, int]]:
@@ -51,6 +59,19 @@ def step_windows(running: Sequence[int], max_rows: int) -> list[tuple[int, int, 
     if rows:
         windows.append((start, stop, rows))
     return windows
+
+
+def addmm_by_columns(out: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, bias: torch.Tensor | None = None,
+                     columns: int | None = None) -> None:
+    """out (n, N) = (bias (N,) if given, else out) + mat1 (n, K) @ mat2 (K, N), in place, ``columns`` output
+    columns per GEMM (None: one GEMM)."""
+    step = columns or out.shape[-1]
+    for start in range(0, out.shape[-1], step):
+        cols = slice(start, start + step)
+        if bias is None:
+            out[:, cols].addmm_(mat1, mat2[:, cols])
+        else:
+            torch.addmm(bias[cols], mat1, mat2[:, cols], out=out[:, cols])
 
 
 class LstmCellWithProjection(nn.Module):
@@ -168,7 +189,7 @@ class LstmCellWithProjection(nn.Module):
 
         The input half of the gates is computed for real positions only (padding never enters a GEMM), a window
         of steps at a time (:data:`INPUT_WINDOW_ROWS`) into one buffer that each step's recurrent GEMM then adds
-        into, in place.
+        into, in place; on CPU both GEMMs run in blocks of :data:`CPU_GEMM_COLUMNS` output columns.
         """
         batch, time, _ = inputs.shape
         dtype = self.state_linearity.weight.dtype
@@ -183,8 +204,10 @@ class LstmCellWithProjection(nn.Module):
         w_state_t = self.state_linearity.weight.t()  # (P, 4C)
         w_proj_t = None if self.projection is None else self.projection.weight.t()  # (C, P)
         out = inputs.new_zeros(time, batch, self.output_dim, dtype=dtype)  # (T, B, P)
-        windows = step_windows(running, INPUT_WINDOW_ROWS)
+        row_bytes = w_input_t.shape[1] * w_input_t.element_size()
+        windows = step_windows(running, max(1, min(INPUT_WINDOW_ROWS, INPUT_WINDOW_BYTES // row_bytes)))
         gemm_rows = bucket_rows if buckets_shapes(dtype, inputs.device) else int  # zero rows pad a bucketed GEMM
+        columns = CPU_GEMM_COLUMNS if inputs.device.type == "cpu" and dtype == torch.float32 else None
         buffer = inputs.new_empty(max((gemm_rows(rows) for *_, rows in windows), default=0), w_input_t.shape[1],
                                   dtype=dtype)
         with small_ops_on_one_thread(inputs.device):
@@ -195,7 +218,7 @@ class LstmCellWithProjection(nn.Module):
                 packed = torch.cat(packed)  # (rows', in)
                 x_gates = buffer[: len(packed)]  # (rows', 4C): step t's n_t rows follow step t-1's
                 with gemm_threads(rows * w_input_t.numel()):
-                    torch.addmm(self.input_linearity.bias, packed, w_input_t, out=x_gates)
+                    addmm_by_columns(x_gates, packed, w_input_t, self.input_linearity.bias, columns)
                 fold_forget_bias(x_gates, self.forget_bias)
                 offset = 0
                 for t in range(start, stop):
@@ -204,7 +227,7 @@ class LstmCellWithProjection(nn.Module):
                     gates = x_gates[offset : offset + n]  # (n, 4C)
                     offset += n
                     with gemm_threads(n * w_state_t.numel()):
-                        gates.addmm_(h_prev, w_state_t)
+                        addmm_by_columns(gates, h_prev, w_state_t, columns=columns)
                     # float32 from here: one cast per step (bf16), instead of one per mixed-dtype op
                     *_, hidden = cell_forward(gates.float(), c[:n], None, self.cell_clip, exact_tanh=True,
                                               in_place=True)
