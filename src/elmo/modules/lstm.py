@@ -40,8 +40,8 @@ bigger GEMM gained (docs/benchmarks/embedding.md, 2026-12-05)."""
 
 CPU_GEMM_COLUMNS = 1024
 """On CPU, inference's fp32 gate GEMMs (rows x P x 4C) run in blocks of this many output columns: on an AVX2 Zen 3
-that made ``elmo embed`` of the original configuration (4C = 16384) 4-8% faster than one MKL call over all the
-columns, with the same outputs (docs/benchmarks/embedding.md, 2026-12-05)."""
+that made ``elmo embed`` of the original configuration (4C = 16384) 5-8% faster than one MKL call over all the
+columns, on Zen 4 0-5%, with the same outputs (docs/benchmarks/embedding.md, 2026-12-05)."""
 
 
 def step_windows(running: Sequence[int], max_rows: int) -> list[tuple[int, int, int]]:
