@@ -138,12 +138,18 @@ def test_addmm_by_columns_equals_one_gemm_for_any_block_width():
         torch.testing.assert_close(out, torch.addmm(bias, a, b), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize(("window_rows", "columns"), [(1, 1024), (3, 5), (7, 1024), (2048, 7)])
-def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatch, window_rows, columns):
+@pytest.mark.parametrize(("window_rows", "window_bytes", "columns"),
+                         [(1, 1 << 20, 1024), (3, 1 << 20, 5), (7, 1 << 20, 1024), (2048, 1 << 20, 7),
+                          (2048, 200, 1024), (2048, 1, 5)])  # 24 fp32 gate columns: 96 bytes a row, so 2 and 1 rows
+def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatch, window_rows, window_bytes,
+                                                                       columns):
     import elmo.modules.lstm as lstm
 
     monkeypatch.setattr(lstm, "INPUT_WINDOW_ROWS", window_rows)
+    monkeypatch.setattr(lstm, "INPUT_WINDOW_BYTES", window_bytes)
     monkeypatch.setattr(lstm, "CPU_GEMM_COLUMNS", columns)  # 24 gate columns: in blocks, with a remainder
+    budgets, windows = [], lstm.step_windows
+    monkeypatch.setattr(lstm, "step_windows", lambda running, rows: budgets.append(rows) or windows(running, rows))
     cell = LstmCellWithProjection(4, 6, 3, cell_clip=0.5, proj_clip=0.4)
     with torch.no_grad():
         for p in cell.parameters():
@@ -157,3 +163,4 @@ def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatc
     torch.testing.assert_close(out, expected.detach(), rtol=0, atol=1e-6)
     torch.testing.assert_close(h_inference, h.detach(), rtol=0, atol=1e-6)
     torch.testing.assert_close(c_inference, c.detach(), rtol=0, atol=1e-6)
+    assert budgets == [min(window_rows, max(1, window_bytes // 96))]  # the row cap and the byte cap

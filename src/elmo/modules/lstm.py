@@ -33,10 +33,10 @@ LstmState = tuple[torch.Tensor, torch.Tensor]
 
 INPUT_WINDOW_ROWS = 2048
 INPUT_WINDOW_BYTES = 64 << 20
-"""Inference computes the input half of the gates for up to this many positions at a time, into a buffer (rows x
-4C) of at most this many bytes: 2,048 rows (1,024 for the original configuration in fp32). A GEMM that big runs
-near the machine's peak, and the buffer stays bounded for any batch; a larger one cost more in page faults than its
-bigger GEMM gained (docs/benchmarks/embedding.md, 2026-12-05)."""
+"""Inference computes the input half of the gates for up to INPUT_WINDOW_ROWS positions at a time, into a buffer
+(rows x 4C) of at most INPUT_WINDOW_BYTES: 2,048 rows (1,024 for the original configuration in fp32). A GEMM that
+big runs near the machine's peak, and the buffer stays bounded for any batch; a larger one cost more in page
+faults than its bigger GEMM gained (docs/benchmarks/embedding.md, 2026-12-05)."""
 
 CPU_GEMM_COLUMNS = 1024
 """On CPU, inference's fp32 gate GEMMs (rows x P x 4C) run in blocks of this many output columns: on an AVX2 Zen 3
