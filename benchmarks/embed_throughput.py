@@ -108,7 +108,7 @@ def worker_ours(model: Path, sentences: list[list[str]], repeats: int, save: Pat
     from elmo.formats.model_files import load_bilm
 
     embedder = Embedder(load_bilm(model), precision=precision, device="cpu", vocab_cache=vocab_cache,
-                        batch_size=len(sentences), max_tokens_per_batch=1 << 30)
+                        batch_size=len(sentences), max_batch_tokens=1 << 30)
     outputs = []
     times = _time(lambda: outputs.append(embedder.embed_batch(sentences)), repeats)
     if save is not None:
@@ -296,7 +296,7 @@ def memory_check(args: argparse.Namespace) -> None:
         out = tmp / "out.hdf5"
         cmd = [sys.executable, "-m", "elmo", "embed", str(text), str(out), "--top", "--model", str(model),
                "--output-dtype", "float16", "--precision", args.memory_precision, "--vocab-cache", "50000",
-               "--progress", "off"]
+               "--no-progress"]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         start = time.perf_counter()
         process = subprocess.Popen(cmd, env=env)

@@ -94,7 +94,7 @@ def parity(args: argparse.Namespace) -> None:
     tops = {}
     for precision in ("fp32", "bf16"):
         bilm = load_bilm(options_file=fixture / "options.json", weight_file=fixture / "lm_weights.hdf5")
-        embedder = Embedder(bilm, device=args.device, precision=precision, stateful=True, batch_size=3)
+        embedder = Embedder(bilm, device=args.device, precision=precision, initial_state="carry", batch_size=3)
         tops[precision] = [embedder.embed_batch([sentences[k][i] for k in range(3)]) for i in range(10)]
     diff = max(np.abs(tops["fp32"][i][k][-1] - expected[k][i]).max() for i in range(10) for k in range(3))
     ours, low = (np.concatenate([layers[-1] for batch in tops[p] for layers in batch]) for p in ("fp32", "bf16"))
@@ -123,7 +123,7 @@ def embed(args: argparse.Namespace) -> None:
             p.copy_(torch.randn(p.shape, generator=generator) * (p.shape[-1] ** -0.5 if p.dim() > 1 else 0.1))
     sentences, source = real_sentences(args.sentences)
     embedder = Embedder(bilm, device=args.device, precision=args.precision,
-                        max_tokens_per_batch=args.max_tokens_per_batch, batch_size=args.batch_size)
+                        max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size)
     list(embedder.embed_sentences(sentences[: args.batch_size]))  # warm-up
     synchronize(device)
     start = time.perf_counter()
@@ -134,7 +134,7 @@ def embed(args: argparse.Namespace) -> None:
                           "ok": tokens == sum(map(len, sentences)), "tokens_per_s": tokens / seconds,
                           "peak_memory_mb": peak_memory_mb(device),
                           "result": f"{tokens:,} tokens in {seconds:.1f} s, sorted batches of up to {args.batch_size} "
-                                    f"sentences / {args.max_tokens_per_batch:,} tokens; sentences from {source}"})
+                                    f"sentences / {args.max_batch_tokens:,} tokens; sentences from {source}"})
 
 
 def write_corpus(directory: Path, n: int) -> str:
@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     parser.add_argument("--sentences", type=int, default=20000)
     parser.add_argument("--batch-size", type=int, default=None, help="embed: sentences per batch; train: rows")
-    parser.add_argument("--max-tokens-per-batch", type=int, default=4096)
+    parser.add_argument("--max-batch-tokens", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--corpus", type=Path, help="train: where to write the sentences and their vocabulary")

@@ -60,7 +60,7 @@ part() {  # name, arguments
 part parity --device "$DEVICE"
 for precision in fp32 bf16; do
     part embed --device "$DEVICE" --config "$CONFIG" --sentences "$SENTENCES" --precision "$precision" \
-        --batch-size "$EMBED_BATCH" --max-tokens-per-batch "$EMBED_TOKENS"
+        --batch-size "$EMBED_BATCH" --max-batch-tokens "$EMBED_TOKENS"
 done
 part train --device "$DEVICE" --config "$CONFIG" --steps "$STEPS" --log-every "$LOG_EVERY" \
     --precision "$TRAIN_PRECISION" --batch-size "$TRAIN_BATCH" --sentences "$SENTENCES" \

@@ -77,7 +77,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = write_random_model(args.config, Path(tmp) / args.config)
         embedder = Embedder(load_bilm(model), precision=args.precision, device="cpu", batch_size=len(sentences),
-                            max_tokens_per_batch=1 << 30)
+                            max_batch_tokens=1 << 30)
     times, faults = [[] for _ in variants], [[] for _ in variants]
     diffs = []
     reference = None

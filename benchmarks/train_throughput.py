@@ -38,8 +38,8 @@ import torch
 from flops import lstm_macs_per_position, reference_token_macs, token_layer_macs
 from machine import gemm_peaks, machine_line, median_peaks, peak_table
 
-from elmo.modules.compiled import set_compile
 from elmo.modules.softmax import head_losses
+from elmo.runtime.compile_switch import set_compile
 from elmo.runtime.memory import keep_freed_memory
 from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer
 from elmo.training.presets import load_preset

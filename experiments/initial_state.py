@@ -43,12 +43,12 @@ from _significance import p_cell, seed_paired_p
 
 from elmo.embedding.embedder import Embedder
 from elmo.formats.model_files import load_bilm
-from elmo.modules.initial_state import INITIAL_STATES
+from elmo.formats.softmax_hdf5 import SOFTMAX_FILE
 from elmo.probing.pos import probe_pos
 from elmo.runtime.atomic_files import write_json_atomic, write_text_atomic
+from elmo.shared_settings import INITIAL_STATES
 from elmo.tasks.elmo_features import bilm_fingerprint
 from elmo.training.perplexity import model_perplexity
-from elmo.training.run_files import SOFTMAX_FILE
 
 NER_VARIANT = {"zero": "elmo", "carry": "elmo-carry", "warm": "elmo-warm"}
 DATA = REPO.parent / "shared" / "data"

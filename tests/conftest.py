@@ -15,7 +15,7 @@ from hypothesis import settings
 
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
 from elmo.modules.bilm import build_bilm
-from elmo.modules.compiled import set_compile
+from elmo.runtime.compile_switch import set_compile
 
 # Property tests draw the same examples every run (a red CI must mean a regression, not an unlucky draw);
 # HYPOTHESIS_PROFILE=explore draws new, and more, examples to hunt for bugs.

@@ -77,15 +77,29 @@ def test_mismatched_options_error_without_traceback(tmp_path, text_file, fixture
 
 
 def test_training_flags_and_their_defaults_come_from_train_config(capsys):
-    from elmo.settings import flag_of, settings_of
+    from elmo.settings import flag_of, setting_of, settings_of
     from elmo.training.train_config import TrainConfig
 
     with pytest.raises(SystemExit):
         cli_main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for field in settings_of(TrainConfig):
-        assert flag_of(TrainConfig, field.name) in text
+        keys_only = setting_of(field).flag == ""  # a key only a file sets (the original's n_tokens_vocab, ...)
+        assert (flag_of(TrainConfig, field.name) in text) != keys_only
     negatives = TrainConfig.n_negative_samples_batch
     assert f"--negatives NEGATIVES sampled-softmax negatives per batch (default: the preset's " \
         f"n_negative_samples_batch, else {negatives})" in text
     assert "--variational-dropout" not in text and "--average-last" not in text
+
+
+@pytest.mark.parametrize("argv, flag, now", [
+    (["embed", "in.txt", "out.hdf5", "--all", "--stateful"], "--stateful", "--initial-state carry"),
+    (["embed", "in.txt", "out.hdf5", "--all", "--max-tokens-per-batch=100"], "--max-tokens-per-batch",
+     "--max-batch-tokens"),
+    (["train", "--bf16"], "--bf16", "--precision bf16"),
+])
+def test_removed_flags_name_the_new_one(argv, flag, now, capsys):
+    with pytest.raises(SystemExit) as raised:
+        cli_main(argv)
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == f"elmo: error: {flag} was removed: use {now}\n"

@@ -42,7 +42,7 @@ def test_published_original_options_parse():
 def test_unknown_key_is_named():
     options = original_config().to_options()
     options["lstm"]["n_layer"] = 2
-    with pytest.raises(ConfigError, match=r"opts.json: unknown key lstm.n_layer"):
+    with pytest.raises(ConfigError, match=r"opts.json: unknown key .lstm.n_layer."):
         BiLMConfig.from_options(options, source="opts.json")
 
 

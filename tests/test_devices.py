@@ -57,7 +57,7 @@ COMMANDS = commands_with_device()
 
 def test_the_commands_with_device_are_found():
     assert set(COMMANDS) == {"embed", "train", "finetune", "perplexity", "substitutes", "serve", "task train",
-                             "task evaluate"}
+                             "task evaluate", "probe pos", "probe wsd", "neighbours"}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

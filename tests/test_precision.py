@@ -84,19 +84,21 @@ def test_explicit_bf16_without_units_runs_with_a_warning(caplog, monkeypatch):
     assert "slower than fp32" in caplog.records[0].getMessage()
 
 
-def test_embedder_resolves_auto(monkeypatch):
+def test_embedder_defaults_to_fp32_and_resolves_auto_on_request(monkeypatch):
+    monkeypatch.setattr("elmo.precision.cpu_features", lambda: frozenset(ZEN4))  # a CPU with bf16 units
+    default = Embedder(random_bilm(), device="cpu")
+    assert default.options.precision is Precision.FP32 and default.precision is Precision.FP32  # faithful
+    assert next(default.model.parameters()).dtype == torch.float32
+    assert next(Embedder(random_bilm(), device="cpu", precision="auto").model.parameters()).dtype == torch.bfloat16
     monkeypatch.setattr("elmo.precision.cpu_features", lambda: frozenset(ZEN3))
-    embedder = Embedder(random_bilm(), device="cpu")
+    embedder = Embedder(random_bilm(), device="cpu", precision="auto")
     assert embedder.options.precision is Precision.AUTO and embedder.precision is Precision.FP32
-    assert next(embedder.model.parameters()).dtype == torch.float32
-    monkeypatch.setattr("elmo.precision.cpu_features", lambda: frozenset(ZEN4))
-    assert next(Embedder(random_bilm(), device="cpu").model.parameters()).dtype == torch.bfloat16
 
 
 def test_auto_has_no_dtype_and_bad_values_name_the_setting():
     with pytest.raises(ValueError, match="resolve_precision"):
         Precision.AUTO.dtype
-    with pytest.raises(ConfigError, match="elmo.precision: expected one of auto, fp32, bf16, got 'fp16'"):
+    with pytest.raises(ConfigError, match="elmo.precision must be one of auto, fp32, bf16; got .fp16."):
         parse_precision("fp16", "elmo.precision")
 
 

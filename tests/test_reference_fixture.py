@@ -54,7 +54,7 @@ def test_cli_embed_all_stateful_matches_original(tmp_path, fixture_dir, fixture_
     text = tmp_path / "sentences.txt"
     text.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
-    argv = ["embed", str(text), str(out), "--all", "--stateful", "--batch-size", "3", "--precision", "fp32"]
+    argv = ["embed", str(text), str(out), "--all", "--initial-state", "carry", "--batch-size", "3"]  # fp32: the default
     argv += ["--options-file", str(fixture_dir / "options.json"), "--weight-file", str(fixture_dir / "lm_weights.hdf5")]
     assert cli_main(argv) == 0
     with h5py.File(out, "r") as f:

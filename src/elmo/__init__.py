@@ -10,8 +10,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from elmo.char_encoding import batch_to_ids, word_to_char_ids
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
+from elmo.embedding.contract import SentenceEmbedder
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
 from elmo.embedding.embedder import Embedder
+from elmo.embedding.file_job import EmbedFileJob, embed_file
 from elmo.errors import ConfigError, ElmoError, InputFileError, WeightFileError
 from elmo.formats.hdf5 import load_hdf5_weights, save_hdf5_weights
 from elmo.formats.model_files import load_bilm, read_options, save_bilm
@@ -34,6 +36,7 @@ __all__ = [
     "ConfigError",
     "Elmo",
     "ElmoError",
+    "EmbedFileJob",
     "EmbedOptions",
     "Embedder",
     "InputFileError",
@@ -41,12 +44,14 @@ __all__ = [
     "OutputOptions",
     "Precision",
     "ScalarMix",
+    "SentenceEmbedder",
     "StatefulBiLM",
     "Vocabulary",
     "WeightFileError",
     "batch_to_ids",
     "batch_to_token_ids",
     "build_bilm",
+    "embed_file",
     "load_bilm",
     "load_hdf5_weights",
     "read_options",

@@ -218,7 +218,8 @@ class ElmoEmbedder:
     ) -> None:
         device = "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
         self._embedder = Embedder(
-            _load(options_file, weight_file), device=device, precision=Precision.FP32, stateful=stateful
+            _load(options_file, weight_file), device=device, precision=Precision.FP32,
+            initial_state="carry" if stateful else "zero",
         )
         self.cuda_device = cuda_device
 
@@ -285,11 +286,12 @@ class ElmoEmbedder:
             raise InputFileError(f"{name}, line {blank[0] + 1}: empty line ({len(blank)} in all); remove them")
         keys = sentences if use_sentence_keys else [str(i) for i in range(len(sentences))]
         if use_sentence_keys:
-            _check_keys(keys, name)
+            _check_sentence_keys(keys, name)
         embeddings = self.embed_sentences([sentence.split() for sentence in sentences], batch_size)
 
         def write(tmp: str) -> None:
             with h5py.File(tmp, "w") as out:
+                out.attrs.update(self._embedder.provenance())  # what made the vectors, as `elmo embed` records it
                 for key, layers in zip(keys, embeddings):  # layers (L + 1, n, 2P)
                     if output_format != "all":  # -> (n, 2P)
                         layers = layers[-1] if output_format == "top" else np.average(layers, axis=0)
@@ -301,7 +303,7 @@ class ElmoEmbedder:
         input_file.close()
 
 
-def _check_keys(keys: list[str], name: str) -> None:
+def _check_sentence_keys(keys: list[str], name: str) -> None:
     """Before any work: every sentence must be a distinct HDF5 name (AllenNLP fails half-way on a repeat)."""
     seen: dict[str, int] = {}  # sentence -> its line number
     for i, key in enumerate(keys):

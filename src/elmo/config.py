@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elmo.errors import ConfigError
+from elmo.settings import check_keys
 
 # Keys the original trainer writes or reads at the top level of options.json (bilm-tf training.py, train()).
 TRAINING_KEYS = frozenset(
@@ -227,11 +228,11 @@ class BiLMConfig:
         """Build from a parsed original ``options.json``; ``source`` names the file in errors."""
         if not isinstance(options, dict):
             raise ConfigError(f"{source}: expected a JSON object, got {type(options).__name__}")
-        _check_keys(options, _TOP_KEYS, source, "")
+        check_keys(options, _TOP_KEYS, source, "")
         if "lstm" not in options:
             raise ConfigError(f"{source}: missing required key 'lstm'")
         lstm_opts = options["lstm"]
-        _check_keys(lstm_opts, _LSTM_KEYS, source, "lstm.")
+        check_keys(lstm_opts, _LSTM_KEYS, source, "lstm.")
         for key in ("dim", "projection_dim", "n_layers"):
             if key not in lstm_opts:
                 raise ConfigError(f"{source}: missing required key 'lstm.{key}'")
@@ -247,7 +248,7 @@ class BiLMConfig:
             char_cnn = None
             if "char_cnn" in options:
                 cnn = options["char_cnn"]
-                _check_keys(cnn, _CNN_KEYS, source, "char_cnn.")
+                check_keys(cnn, _CNN_KEYS, source, "char_cnn.")
                 for key in ("filters", "embedding"):
                     if key not in cnn:
                         raise ConfigError(f"{source}: missing required key 'char_cnn.{key}'")
@@ -263,7 +264,7 @@ class BiLMConfig:
             if MANYLANGS_KEY in options:
                 if char_cnn is not None:
                     raise ConfigError(f"'char_cnn' and '{MANYLANGS_KEY}' exclude each other")
-                _check_keys(options[MANYLANGS_KEY], _MANYLANGS_KEYS, source, f"{MANYLANGS_KEY}.")
+                check_keys(options[MANYLANGS_KEY], _MANYLANGS_KEYS, source, f"{MANYLANGS_KEY}.")
                 manylangs = ManyLangsTokenConfig.from_options(options[MANYLANGS_KEY])
         except ConfigError as e:
             raise ConfigError(f"{source}: {e}") from e
@@ -303,14 +304,6 @@ class BiLMConfig:
         options["lstm"] = {k: v for k, v in options["lstm"].items() if v is not None}
         options.update(copy.deepcopy(self.training))
         return options
-
-
-def _check_keys(obj: Any, allowed: set[str] | frozenset[str], source: str, prefix: str) -> None:
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{source}: '{prefix.rstrip('.') or 'top level'}' must be a JSON object")
-    unknown = sorted(set(obj) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{source}: unknown key {prefix}{unknown[0]!s} (known: {', '.join(sorted(allowed))})")
 
 
 def _optional_float(value: Any) -> float | None:

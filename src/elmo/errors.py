@@ -27,6 +27,12 @@ class TrainingDiverged(ElmoError, ArithmeticError):
     """Training kept producing a non-finite loss or gradient; no weights were written from that state."""
 
 
+class MissingExtraError(ElmoError, ImportError):
+    """A feature needs a package of an optional extra that is not installed; the message names the pip command."""
+
+    exit_code = 1
+
+
 class Interrupted(ElmoError):
     """SIGINT/SIGTERM: the job stopped cleanly and can continue with --resume."""
 

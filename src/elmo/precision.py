@@ -4,9 +4,10 @@ Embedding casts the weights once, up front (float32 LSTM memory cells and output
 (P, 4C) recurrent weight at every time step, which costs more than it saves on a CPU. Training autocasts its matrix
 products and keeps float32 weights, LSTM cells and softmax sums. bfloat16 pays only where the hardware multiplies
 it natively (CUDA GPUs of compute capability 8.0+, CPUs with AVX512-BF16 or AMX): there it halves the bytes every
-GEMM reads; elsewhere bf16 GEMMs are emulated and run many times slower than float32 (about 35x on an AVX2-only
-AMD EPYC). So ``auto``, the default everywhere, picks bf16 only where :func:`bf16_verdict` says the device has the
-units, and :func:`resolve_precision` logs which it chose and why.
+GEMM reads; elsewhere bf16 GEMMs are emulated and run many times slower than float32 (docs/benchmarks/training.md).
+So ``auto`` picks bf16 only where :func:`bf16_verdict` says the device has the units, and :func:`resolve_precision`
+logs which it chose and why. Embedding defaults to fp32 (the same vectors on every machine), training and the task
+models' activation cache to ``auto``.
 """
 
 from __future__ import annotations
@@ -48,13 +49,21 @@ class Precision(str, enum.Enum):
         return torch.bfloat16 if self is Precision.BF16 else torch.float32
 
 
-def parse_precision(value: str | Precision, name: str = "precision") -> Precision:
-    """``value`` as a :class:`Precision`; ``name`` says which setting held it in the error."""
+def precision_of(value: str | Precision) -> Precision:
+    """``value`` as a :class:`Precision`; ValueError with the problem otherwise (the check of the precision
+    setting, :data:`elmo.shared_settings.PRECISION`)."""
     try:
         return Precision(value)
     except ValueError:
-        known = ", ".join(p.value for p in Precision)
-        raise ConfigError(f"{name}: expected one of {known}, got {value!r}") from None
+        raise ValueError(f"must be one of {', '.join(p.value for p in Precision)}; got {value!r}") from None
+
+
+def parse_precision(value: str | Precision, name: str = "precision") -> Precision:
+    """``value`` as a :class:`Precision`; ``name`` says which setting held it in the error."""
+    try:
+        return precision_of(value)
+    except ValueError as e:
+        raise ConfigError(f"{name} {e}") from None
 
 
 def bf16_verdict(

@@ -11,6 +11,7 @@ import pytest
 
 from elmo.cli import main
 from elmo.embedding.embedder import Embedder
+from elmo.embedding.file_job import embed_file
 from elmo.errors import InputFileError
 from elmo.formats.model_files import load_bilm, save_bilm
 from tests.conftest import random_bilm
@@ -44,8 +45,8 @@ def test_conllu_gives_the_vectors_of_its_forms(model_dir, tmp_path):
     (tmp_path / "in.conllu").write_text(CONLLU, encoding="utf-8")
     (tmp_path / "in.txt").write_text(FORMS, encoding="utf-8")
     embedder = Embedder(load_bilm(model_dir))
-    assert embedder.embed_file(tmp_path / "in.conllu", tmp_path / "c.hdf5", input_format="conllu") == 2
-    embedder.embed_file(tmp_path / "in.txt", tmp_path / "t.hdf5")
+    assert embed_file(embedder, tmp_path / "in.conllu", tmp_path / "c.hdf5", input_format="conllu") == 2
+    embed_file(embedder, tmp_path / "in.txt", tmp_path / "t.hdf5")
     conllu, text = _read(tmp_path / "c.hdf5"), _read(tmp_path / "t.hdf5")
     assert conllu.keys() == text.keys() == {"0", "1", "sentence_to_index"}
     assert conllu["0"].shape == (3, 3, 16)  # the range 1-2 and the empty node 3.1 are not tokens
@@ -77,5 +78,5 @@ def test_repeated_sentence_key_names_the_sentence_line(model_dir, tmp_path):
     path.write_text("1\ta\ta\tX\tX\t_\t0\troot\t_\t_\n\n# c\n1\ta\ta\tX\tX\t_\t0\troot\t_\t_\n", encoding="utf-8")
     with pytest.raises(InputFileError, match=r"twice.conllu, line 4: cannot use the sentence as a key: it repeats "
                                              r"line 1"):
-        Embedder(load_bilm(model_dir)).embed_file(path, tmp_path / "o.hdf5", input_format="conllu",
+        embed_file(Embedder(load_bilm(model_dir)), path, tmp_path / "o.hdf5", input_format="conllu",
                                                   use_sentence_keys=True)

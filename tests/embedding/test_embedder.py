@@ -71,7 +71,7 @@ def test_token_budget_batches_cover_everything_once():
 
 def test_sorted_batches_equal_one_sentence_at_a_time():
     sentences = _sentences(40)
-    batched = Embedder(random_bilm(), batch_size=16, max_tokens_per_batch=60, chunk_size=25, vocab_cache=10)
+    batched = Embedder(random_bilm(), batch_size=16, max_batch_tokens=60, chunk_size=25, vocab_cache=10)
     single = Embedder(random_bilm(), batch_size=1)
     for got, sentence in zip(batched.embed_sentences(sentences), sentences, strict=True):
         want = single.embed_batch([sentence])[0]
@@ -196,7 +196,7 @@ def test_stateful_chunks_keep_whole_batches(tmp_path, fixture_dir, fixture_sente
     text = tmp_path / "sentences.txt"
     text.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
-    argv = ["embed", str(text), str(out), "--top", "--stateful", "--batch-size", "3", "--chunk-size", "4"]
+    argv = ["embed", str(text), str(out), "--top", "--initial-state", "carry", "--batch-size", "3", "--chunk-size", "4"]
     argv += ["--precision", "fp32"]  # exact, also where auto would pick bf16
     argv += ["--options-file", str(fixture_dir / "options.json"), "--weight-file", str(fixture_dir / "lm_weights.hdf5")]
     assert cli_main(argv) == 0
@@ -209,7 +209,7 @@ def test_stateful_chunks_keep_whole_batches(tmp_path, fixture_dir, fixture_sente
 def test_cli_bf16_and_vocab_cache_close_to_fp32(tmp_path, model_dir):
     text = _write_text(tmp_path / "in.txt", _sentences(12, seed=3))
     exact, fast = tmp_path / "exact.hdf5", tmp_path / "fast.hdf5"
-    base = ["embed", str(text), "--all", "--model", str(model_dir), "--max-tokens-per-batch", "40"]
+    base = ["embed", str(text), "--all", "--model", str(model_dir), "--max-batch-tokens", "40"]
     assert cli_main([*base[:2], str(exact), *base[2:]]) == 0
     assert cli_main([*base[:2], str(fast), *base[2:], "--precision", "bf16", "--vocab-cache", "5"]) == 0
     want, got = _read_all(exact), _read_all(fast)
@@ -219,8 +219,22 @@ def test_cli_bf16_and_vocab_cache_close_to_fp32(tmp_path, model_dir):
         assert cosine.min() > 0.99
 
 
+def test_default_precision_is_fp32_and_the_output_says_what_made_it(tmp_path, model_dir):
+    """Faithful by default: no flag gives the --precision fp32 vectors on every machine (on a CPU with bf16 units
+    ``auto`` would give others), and the file records the precision and device."""
+    text = _write_text(tmp_path / "in.txt", _sentences(12, seed=5))
+    default, fp32 = tmp_path / "default.hdf5", tmp_path / "fp32.hdf5"
+    assert cli_main(["embed", str(text), str(default), "--all", "--model", str(model_dir)]) == 0
+    assert cli_main(["embed", str(text), str(fp32), "--all", "--model", str(model_dir), "--precision", "fp32"]) == 0
+    want, got = _read_all(fp32), _read_all(default)
+    assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
+    with h5py.File(default, "r") as f:
+        assert dict(f.attrs) == {"model": "model", "precision": "fp32", "device": "cpu", "initial_state": "zero"}
+    assert Embedder(random_bilm()).precision == "fp32"
+
+
 def test_thread_policy_restores_the_thread_count():
-    from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
+    from elmo.runtime.threads import gemm_threads, small_ops_on_one_thread
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -242,9 +256,9 @@ def test_embed_options_are_checked_for_the_api_as_for_the_command_line():
     from elmo.embedding.embed_options import EmbedOptions
     from elmo.settings import SettingError
 
-    with pytest.raises(SettingError, match="max_tokens_per_batch must be >= 1, got 0") as raised:
-        Embedder(random_bilm(), max_tokens_per_batch=0)
-    assert raised.value.command_line == "--max-tokens-per-batch must be >= 1, got 0"
+    with pytest.raises(SettingError, match="max_batch_tokens must be >= 1, got 0") as raised:
+        Embedder(random_bilm(), max_batch_tokens=0)
+    assert raised.value.command_line == "--max-batch-tokens must be >= 1, got 0"
     embedder = Embedder(random_bilm(), EmbedOptions(batch_size=3), precision="bf16")
     assert (embedder.options.batch_size, embedder.options.precision) == (3, "bf16")
 

@@ -9,9 +9,8 @@ import torch
 from elmo.cli import main as cli_main
 from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.embedder import Embedder
-from elmo.embedding.warm_state import model_warm_state
 from elmo.formats.model_files import load_bilm, save_bilm
-from elmo.formats.warm_state import WARM_STATE_FILE, warm_text
+from elmo.formats.warm_state import WARM_STATE_FILE, model_warm_state, warm_text
 from elmo.modules.bilm import StatefulBiLM
 from elmo.settings import SettingError
 from tests.conftest import random_bilm
@@ -42,7 +41,7 @@ def test_warm_vectors_do_not_depend_on_the_batch():
     warm = _embedder(initial_state="warm")
     together = list(warm.embed_sentences(sentences))
     alone = [warm.embed_sentence(s) for s in sentences]
-    small = list(_embedder(initial_state="warm", batch_size=3, max_tokens_per_batch=20).embed_sentences(sentences))
+    small = list(_embedder(initial_state="warm", batch_size=3, max_batch_tokens=20).embed_sentences(sentences))
     for a, b, s in zip(together, alone, small):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(a, s, rtol=1e-5, atol=1e-6)
@@ -52,15 +51,17 @@ def test_warm_vectors_do_not_depend_on_the_batch():
     assert warm.options.sentences_per_batch == 256  # batched like zero
 
 
-def test_carry_is_the_stateful_mode_unchanged():
+def test_carry_runs_batches_in_input_order_and_carries_their_states():
     sentences = _sentences(12, seed=4)
-    carry = list(_embedder(initial_state="carry").embed_sentences(sentences))
-    stateful = list(_embedder(stateful=True).embed_sentences(sentences))
-    assert all(np.array_equal(a, b) for a, b in zip(carry, stateful))
-    assert EmbedOptions(stateful=True).initial_state == "carry" and EmbedOptions(initial_state="carry").stateful
+    bilm = random_bilm()
+    carry = list(_embedder(bilm, initial_state="carry", batch_size=5).embed_sentences(sentences))
+    by_hand = _embedder(bilm, initial_state="carry")
+    expected = [x for start in range(0, 12, 5) for x in by_hand.embed_batch(sentences[start:start + 5])]
+    assert all(np.array_equal(a, b) for a, b in zip(carry, expected))
+    fresh = _embedder(bilm).embed_batch(sentences[5:10])  # the second batch from zeros differs
+    assert not np.allclose(fresh[0][1:], carry[5][1:])
+    assert EmbedOptions(initial_state="carry").stateful and not EmbedOptions().stateful
     assert EmbedOptions(initial_state="carry").sentences_per_batch == 64
-    with pytest.raises(SettingError, match="warm cannot be combined with --stateful"):
-        EmbedOptions(stateful=True, initial_state="warm")
     with pytest.raises(SettingError, match="must be one of"):
         EmbedOptions(initial_state="hot")
 

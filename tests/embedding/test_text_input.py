@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from elmo.embedding.embedder import Embedder
+from elmo.embedding.file_job import embed_file
 from elmo.formats.model_files import load_bilm, save_bilm
 from tests.conftest import random_bilm
 
@@ -29,7 +30,7 @@ def model_dir(tmp_path_factory) -> Path:
 def plain(model_dir, tmp_path_factory) -> dict[str, np.ndarray]:
     directory = tmp_path_factory.mktemp("plain")
     (directory / "in.txt").write_text(TEXT, encoding="utf-8")
-    Embedder(load_bilm(model_dir)).embed_file(directory / "in.txt", directory / "out.hdf5")
+    embed_file(Embedder(load_bilm(model_dir)), directory / "in.txt", directory / "out.hdf5")
     return _read(directory / "out.hdf5")
 
 
@@ -49,7 +50,7 @@ def test_bom_and_gzip_give_the_vectors_of_the_plain_file(model_dir, plain, tmp_p
     data = (("\ufeff" if "bom" in form else "") + TEXT).encode()
     path = tmp_path / ("in.txt.gz" if "gzip" in form else "in.txt")
     path.write_bytes(gzip.compress(data) if "gzip" in form else data)
-    Embedder(load_bilm(model_dir)).embed_file(path, tmp_path / "out.hdf5")
+    embed_file(Embedder(load_bilm(model_dir)), path, tmp_path / "out.hdf5")
     _assert_same(_read(tmp_path / "out.hdf5"), plain)
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from elmo.char_encoding import batch_to_ids
 from elmo.embedding.embedder import Embedder
+from elmo.embedding.file_job import embed_file
 from elmo.errors import InputFileError
 from elmo.formats.checked_reads import read_json
 from elmo.formats.model_files import load_bilm
@@ -43,10 +44,10 @@ def test_arbitrary_bytes_give_aligned_output_or_an_error_naming_the_line(embedde
     first_bad = next((i for i, b in enumerate(lines) if not _is_utf8(b)), None)
     if errors == "strict" and first_bad is not None:
         with pytest.raises(InputFileError, match=rf"in\.txt, line {first_bad + 1}: not valid UTF-8"):
-            embedder.embed_file(text, out, errors=errors)
+            embed_file(embedder, text, out, errors=errors)
         assert not out.exists()
         return
-    assert embedder.embed_file(text, out, errors=errors) == len(lines)
+    assert embed_file(embedder, text, out, errors=errors) == len(lines)
     got = _lines_in(out)
     assert sorted(got, key=int) == [str(i) for i in range(len(lines))]
     for i, raw in enumerate(lines):
@@ -76,7 +77,7 @@ def test_extreme_lines(embedder, tmp_path):
     long_line = " ".join(["word"] * 10_000)
     long_token = "x" * 10_000
     text.write_bytes(("\n".join([long_line, long_token, " \t \u3000 ", "", "crlf line\r", "lone\rcr"]) + "\n").encode())
-    assert embedder.embed_file(text, out) == 6
+    assert embed_file(embedder, text, out) == 6
     got = _lines_in(out)
     shapes = [got[str(i)].shape[1] for i in range(6)]
     assert shapes == [10_000, 1, 0, 0, 2, 2]  # \r is whitespace inside a line; lines end at \n only

@@ -133,7 +133,7 @@ def test_sigint_checkpoints_a_finetune_and_resume_is_bit_identical(model_with_tr
 
 def _embed_args(model: Path, text: Path, out: Path, *extra: str) -> list[str]:
     return ["-q", "embed", "--all", "--model", str(model), str(text), str(out), "--chunk-size", "16",
-            "--batch-size", "8", "--progress", "off", *extra]
+            "--batch-size", "8", "--no-progress", *extra]
 
 
 def _long_input(tmp_path: Path) -> Path:

@@ -87,7 +87,7 @@ def test_cli_embed_on_an_archive_matches_bilm_tf(tmp_path, fixture_dir, fixture_
     archive = pack(tmp_path / "195.zip", nlpl_files(fixture_dir, "model/"))
     text = tmp_path / "sentences.txt"
     text.write_text("".join(" ".join(fixture_sentences[k][i]) + "\n" for i in range(10) for k in range(3)))
-    argv = ["embed", str(text), str(tmp_path / "out.hdf5"), "--all", "--stateful", "--batch-size", "3"]
+    argv = ["embed", str(text), str(tmp_path / "out.hdf5"), "--all", "--initial-state", "carry", "--batch-size", "3"]
     argv += ["--precision", "fp32"]  # exact, also where auto would pick bf16
     assert cli_main([*argv, "--model", str(archive)]) == 0
     with h5py.File(tmp_path / "out.hdf5", "r") as f:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from elmo.char_encoding import batch_to_ids
 from elmo.config import CharCNNConfig
 from elmo.modules.char_cnn import TOKENS_PER_CHUNK, CharCNNEncoder, MaxPool, content_length
-from elmo.modules.compiled import compile_setting
+from elmo.runtime.compile_switch import compile_setting
 
 
 def _encoder(seed: int = 0) -> CharCNNEncoder:

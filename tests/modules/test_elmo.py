@@ -78,8 +78,8 @@ def test_scalar_mix_penalty():
     assert elmo.scalar_mix_penalty(0.001).item() == pytest.approx(0.001 * (1 + 4 + 9 + 1))
 
 
-def test_stateful_elmo_differs_after_the_first_batch_and_resets():
-    elmo = Elmo(random_bilm(), dropout=0.0, stateful=True)
+def test_carry_elmo_differs_after_the_first_batch_and_resets():
+    elmo = Elmo(random_bilm(), dropout=0.0, initial_state="carry")
     ids = batch_to_ids(SENTENCES)
     with torch.no_grad():
         first = elmo(ids).representations[0]
@@ -88,6 +88,23 @@ def test_stateful_elmo_differs_after_the_first_batch_and_resets():
         again = elmo(ids).representations[0]
     assert not torch.allclose(first, second)
     torch.testing.assert_close(first, again)
+
+
+def test_warm_elmo_starts_every_batch_from_the_warm_state():
+    from elmo.formats.warm_state import model_warm_state
+
+    bilm = random_bilm()
+    elmo = Elmo(bilm, dropout=0.0, initial_state="warm", warm_state=model_warm_state(bilm))
+    zero = Elmo(bilm, dropout=0.0)
+    ids = batch_to_ids(SENTENCES)
+    with torch.no_grad():
+        first, second = elmo(ids).representations[0], elmo(ids).representations[0]
+        assert not torch.allclose(first, zero(ids).representations[0])
+    torch.testing.assert_close(first, second)  # nothing carried
+    with pytest.raises(ValueError, match="initial_state='warm' needs warm_state="):
+        Elmo(random_bilm(), initial_state="warm")
+    with pytest.raises(ValueError, match="initial_state must be one of zero, carry, warm; got 'hot'"):
+        Elmo(random_bilm(), initial_state="hot")
 
 
 def test_alignment_maps_each_representation_after_the_mix_as_x_times_W_transposed():

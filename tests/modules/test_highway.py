@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from elmo.modules.compiled import compile_setting
 from elmo.modules.highway import Highway
+from elmo.runtime.compile_switch import compile_setting
 
 
 def _sigmoid(x):

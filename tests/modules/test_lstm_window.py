@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from elmo.modules import lstm_window
-from elmo.modules.compiled import compile_enabled, compile_setting, compiled
+from elmo.modules.compiled import compile_enabled, compiled
 from elmo.modules.lstm import LstmCellWithProjection, LstmStack, run_stacks_in_lockstep
 from elmo.modules.lstm_window import InputGates, LstmWindow, StackedWeights
+from elmo.runtime.compile_switch import compile_setting
 
 
 def _cell(projection: bool, clip: float | None, seed: int = 0) -> LstmCellWithProjection:

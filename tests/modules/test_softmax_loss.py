@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from elmo.modules.compiled import compile_setting
 from elmo.modules.softmax import Softmax
 from elmo.modules.softmax_loss import accidental_hits, fused_loss, summed_rows
+from elmo.runtime.compile_switch import compile_setting
 
 
 def _case(dtype=torch.float64, rows=37, vocab=50, dim=8):

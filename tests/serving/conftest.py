@@ -48,7 +48,7 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile(mode="w+")  # not a pipe: a full pipe would block the service
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "elmo", "serve", "--port", str(self.port), "--precision", "fp32", *args],
+            [sys.executable, "-m", "elmo", "serve", "--port", str(self.port), *args],  # fp32: the default
             env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, stdout=self.log, stderr=subprocess.STDOUT,
         )
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

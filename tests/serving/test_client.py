@@ -55,9 +55,9 @@ def test_elmo_embed_server_writes_what_elmo_embed_writes(service, tmp_path, monk
     text.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n", encoding="utf-8")
     monkeypatch.setenv("ELMO_API_KEY", API_KEY)
     assert main(["-q", "embed", str(text), str(tmp_path / "remote.hdf5"), layers, "--server", service.url,
-                 "--batch-size", "3", "--progress", "off"]) == 0
+                 "--batch-size", "3", "--no-progress"]) == 0
     assert main(["-q", "embed", str(text), str(tmp_path / "local.hdf5"), layers, "--precision", "fp32",
-                 "--progress", "off"]) == 0
+                 "--no-progress"]) == 0
     with h5py.File(tmp_path / "remote.hdf5") as remote, h5py.File(tmp_path / "local.hdf5") as local:
         assert sorted(remote) == sorted(local) == sorted([*map(str, range(len(SENTENCES))), "sentence_to_index"])
         assert remote["sentence_to_index"][0] == local["sentence_to_index"][0]
@@ -72,8 +72,9 @@ def test_elmo_embed_server_refuses_a_local_model_or_stateful(service, tmp_path, 
     assert main(["embed", str(text), str(tmp_path / "o.hdf5"), "--top", "--server", service.url,
                  "--model", "small"]) == 1
     assert "--server embeds with the service's model and device: drop --model" in capsys.readouterr().err
-    assert main(["embed", str(text), str(tmp_path / "o.hdf5"), "--top", "--server", service.url, "--stateful"]) == 1
-    assert "a service embeds statelessly; drop --server or --stateful" in capsys.readouterr().err
+    assert main(["embed", str(text), str(tmp_path / "o.hdf5"), "--top", "--server", service.url,
+                 "--initial-state", "carry"]) == 1
+    assert "a service chooses its own initial state (elmo serve --initial-state)" in capsys.readouterr().err
 
 
 def test_serve_without_the_serve_extra_says_what_to_install(monkeypatch, capsys):
@@ -81,5 +82,4 @@ def test_serve_without_the_serve_extra_says_what_to_install(monkeypatch, capsys)
 
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if not installed
     assert main(["serve"]) == 1
-    assert capsys.readouterr().err.strip() == "elmo: error: elmo serve needs Starlette and uvicorn: " \
-                                              "pip install 'elmo-bilm[serve]'"
+    assert capsys.readouterr().err.strip() == 'elmo: error: elmo serve needs uvicorn: pip install "elmo-bilm[serve]"'

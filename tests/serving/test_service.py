@@ -20,6 +20,7 @@ def test_health_ready_model_and_metrics(service):
     assert status == 200 and json.loads(body) == {"ready": True, "model": "demo"}
     model = json.loads(service.get("/v1/model")[2])
     assert (model["model"], model["num_layers"], model["output_dim"], model["precision"]) == ("demo", 3, 256, "fp32")
+    assert (model["device"], model["initial_state"]) == ("cpu", "zero")
     assert model["limits"]["max_request_sentences"] == 16
     status, headers, text = service.get("/metrics")
     assert status == 200 and headers["content-type"].startswith("text/plain")
@@ -34,6 +35,9 @@ def test_json_answers_equal_the_embedder(service, reference, output):
     status, headers, answer = service.post_json({"sentences": SENTENCES, "output": output})
     assert status == 200, answer
     assert answer["model"] == "demo" and headers["x-elmo-count"] == str(len(SENTENCES))
+    # what computed the vectors, on every answer: the default is fp32 on every machine
+    assert (headers["x-elmo-precision"], headers["x-elmo-device"]) == ("fp32", "cpu")
+    assert (answer["precision"], answer["device"]) == ("fp32", "cpu")
     want = expected(reference, SENTENCES, output)
     assert answer["shapes"] == [list(w.shape) for w in want]
     assert_close(json_arrays(answer), want)

@@ -38,6 +38,16 @@ def write_sst(path: Path, lines=SST_LINES) -> Path:
     return path
 
 
+EXAMPLE_WRITERS = {"ner": write_conll, "sst": write_sst}
+"""A few examples in each task kind's file format, by kind: a new kind in ``elmo.tasks.kinds`` needs its writer here
+(``tests/tasks/test_kinds.py`` says so)."""
+
+
+def write_examples(task: str, path: Path) -> Path:
+    """The tiny examples of task kind ``task``, written to ``path`` in its file format."""
+    return EXAMPLE_WRITERS[task](path)
+
+
 @pytest.fixture(scope="session")
 def bilm_dir(tmp_path_factory) -> Path:
     return save_bilm(random_bilm(), tmp_path_factory.mktemp("bilm"), native=True)

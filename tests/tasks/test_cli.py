@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from elmo.cli import main
-from elmo.tasks import read_word_vectors
+from elmo.tasks import TASK_KINDS, read_word_vectors
 from tests.tasks.conftest import NER_SENTENCES, SST_LINES, write_conll, write_sst
+from tests.tasks.test_config_and_data import BAD_VALUES, bad_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "elmo" / "presets" / "tasks"
 
@@ -67,3 +70,29 @@ def test_errors_are_one_line(tmp_path, ner_file, sst_file, capsys):
     assert main(["task", "train", "ner", "--config", config, "--train", str(ner_file), "--dev", str(ner_file),
                  "--output", str(tmp_path / "r")]) == 1
     assert "give a biLM directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section, error", BAD_VALUES)
+def test_a_bad_config_file_is_one_line_and_no_run_directory(section, error, tmp_path, ner_file, capsys):
+    config = bad_config(tmp_path / "ner.json", section)
+    run = tmp_path / "run"
+    assert main(["task", "train", "ner", "--config", str(config), "--train", str(ner_file), "--dev", str(ner_file),
+                 "--output", str(run), "--no-elmo"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"elmo: error: {config}: {error}") and err.count("\n") == 1
+    assert not run.exists()
+
+
+def test_a_bad_override_flag_is_named_as_the_flag(tmp_path, ner_file, capsys):
+    run = tmp_path / "run"
+    assert main(["task", "train", "ner", "--config", "ner-tiny", "--train", str(ner_file), "--dev", str(ner_file),
+                 "--output", str(run), "--no-elmo", "--epochs", "0"]) == 1
+    assert capsys.readouterr().err == "elmo: error: --epochs must be >= 1, got 0\n"
+    assert not run.exists()
+
+
+def test_an_unknown_task_kind_on_the_command_line_lists_the_known_kinds(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["task", "train", "pos", "--config", "x", "--train", "t", "--dev", "d", "--output", "o"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "invalid choice: 'pos'" in err and all(name in err for name in TASK_KINDS)

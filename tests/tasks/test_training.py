@@ -14,6 +14,7 @@ import torch
 from elmo.tasks import TaskConfig, build_runner, load_task_data, load_task_model, train_task
 from elmo.tasks.builder import build_elmo
 from elmo.tasks.elmo_features import CachedElmo
+from tests.tasks.conftest import write_examples
 
 SMALL_MODEL = {"word_dim": 16, "char_filters": 8, "hidden_dim": 16, "num_layers": 2, "classifier_hidden_dim": 16}
 
@@ -38,8 +39,8 @@ def small_config(task: str, **elmo) -> TaskConfig:
         ("sst", {"at_output": True}, {"model.classifier": "bcn", "train.learning_rate": 0.01}),
     ],
 )
-def test_overfits_a_few_sentences(task, elmo, overrides, ner_file, sst_file, bilm_dir, tmp_path):
-    path = ner_file if task == "ner" else sst_file
+def test_overfits_a_few_sentences(task, elmo, overrides, bilm_dir, tmp_path):
+    path = write_examples(task, tmp_path / "examples.txt")
     data = load_task_data(task, path, path, path)
     config = small_config(task, **elmo).replace(**overrides)
     runner = build_runner(config, data, bilm_dir=bilm_dir, device="cpu", progress=False)
@@ -62,10 +63,10 @@ def test_patience_waits_for_a_dev_score_above_zero(ner_file):
 
 @pytest.mark.parametrize("task", ["ner", "sst", "bcn"])
 @pytest.mark.parametrize("elmo", [{"at_output": True, "l2_coef": 0.5}, {"layers": "top"}, {"do_layer_norm": True}])
-def test_cached_and_on_the_fly_give_the_same_loss(task, elmo, ner_file, sst_file, bilm_dir):
-    path = ner_file if task == "ner" else sst_file
+def test_cached_and_on_the_fly_give_the_same_loss(task, elmo, bilm_dir, tmp_path):
     model = {"model.classifier": "bcn"} if task == "bcn" else {}
     task = "sst" if task == "bcn" else task
+    path = write_examples(task, tmp_path / "examples.txt")
     data = load_task_data(task, path, path)
     options = {"bilm_dir": bilm_dir, "device": "cpu", "progress": False}
     cached = build_runner(small_config(task, cached=True, **elmo).replace(**model), data, **options)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from elmo.errors import ConfigError
 from elmo.precision import Precision
 from elmo.training.train_config import TrainConfig, lr_factor
+
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_constant_schedule_is_the_original():
@@ -33,12 +36,17 @@ def test_cosine_decay():
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("optimizer", "sgd", "optimizer: expected one of adagrad, adam"),
-    ("lr_schedule", "step", "lr_schedule: expected one of constant, linear, cosine"),
-    ("warmup_steps", -1, "warmup_steps: expected a non-negative integer"),
-    ("weight_dropout", 1.0, r"weight_dropout: expected a value in \[0, 1\), got 1.0"),
-    ("compile", "yes", "compile: expected true or false, got 'yes'"),
-    ("precision", "fp16", "precision: expected one of auto, fp32, bf16, got 'fp16'"),
+    ("optimizer", "sgd", "optimizer must be one of adagrad, adam; got 'sgd'"),
+    ("lr_schedule", "step", "lr_schedule must be one of constant, linear, cosine; got 'step'"),
+    ("warmup_steps", -1, "warmup_steps must be >= 0, got -1"),
+    ("weight_dropout", 1.0, r"weight_dropout must be in \[0, 1\), got 1.0"),
+    ("compile", "yes", "compile must be true or false, got 'yes'"),
+    ("precision", "fp16", "precision must be one of auto, fp32, bf16; got 'fp16'"),
+    ("learning_rate", float("inf"), "learning_rate must be a finite number, got inf"),
+    ("learning_rate", float("nan"), "learning_rate must be a finite number, got nan"),
+    ("learning_rate", 0, "learning_rate must be > 0, got 0"),
+    ("batch_size", 2.5, "batch_size must be a whole number, got 2.5"),
+    ("all_clip_norm_val", "10", "all_clip_norm_val must be a number, got '10'"),
 ])
 def test_bad_values_are_named(key, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -90,6 +98,19 @@ def test_retired_keys_read_when_off_and_are_refused_when_on():
 def test_a_bad_command_line_value_names_the_preset_and_the_options():
     from elmo.training.presets import load_preset
 
-    with pytest.raises(ConfigError, match=r"ptb.json with the command-line options: weight_dropout: expected a value "
-                                          r"in \[0, 1\), got 1.5$"):
+    with pytest.raises(ConfigError, match=r"ptb.json with the command-line options: weight_dropout must be in "
+                                          r"\[0, 1\), got 1.5$"):
         load_preset("ptb", {"weight_dropout": 1.5})
+
+
+@pytest.mark.parametrize("literal", ["Infinity", "NaN", "-Infinity"])
+def test_a_preset_file_with_a_non_finite_number_is_refused_naming_the_key(literal, tmp_path):
+    """JSON as Python reads it accepts these literals; a learning rate of inf used to crash deep in training."""
+    from elmo.training.presets import load_preset
+
+    text = (SRC / "elmo" / "presets" / "tiny.json").read_text()
+    path = tmp_path / "bad.json"
+    path.write_text(text.replace('"learning_rate": 0.2', f'"learning_rate": {literal}'))
+    assert literal in path.read_text()
+    with pytest.raises(ConfigError, match=rf"bad.json: learning_rate must be a finite number, got {float(literal)}$"):
+        load_preset(str(path), {})

@@ -134,14 +134,14 @@ def test_finetune_reports_before_and_after(corpus, tmp_path):
     assert result["after"]["geometric_mean"] != result["before"]["geometric_mean"]
     assert latest_checkpoint(tmp_path / "ft").name == "step-00000003"
     # "after" is the trainer's final evaluation, which equals scoring the saved fine-tuned model afresh
-    from elmo.training.corpus import read_sentences
+    from elmo.sentences import read_sentences
     from elmo.training.perplexity import perplexity
     from elmo.training.run_files import load_language_model
     from elmo.vocab import Vocabulary
 
     tuned, _ = load_language_model(tmp_path / "ft")
-    again = perplexity(tuned, Vocabulary.from_file(corpus["vocab"]), [t for _, t in read_sentences(corpus["valid"])],
-                       rows=train.eval_rows)
+    sentences = [line.tokens for line in read_sentences(corpus["valid"], skip_blank=True)]
+    again = perplexity(tuned, Vocabulary.from_file(corpus["vocab"]), sentences, rows=train.eval_rows)
     assert result["after"]["forward"] == pytest.approx(again.forward, rel=1e-5)
     assert result["after"]["backward"] == pytest.approx(again.backward, rel=1e-5)
     assert json.loads((tmp_path / "ft" / "finetune.json").read_text()) == {"model": str(export), **result}
@@ -191,25 +191,45 @@ def test_resume_names_a_missing_run_directory(corpus, tmp_path, capsys):
 
 
 def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
-    for name, flag in (("bf16", "--bf16"), ("full", "--full-softmax")):
-        assert main(["-q", *_args(corpus, tmp_path / name, "--max-steps", "2", "--log-every", "1", flag)]) == 0
+    for name, flags in (("bf16", ("--precision", "bf16")), ("full", ("--full-softmax",))):
+        assert main(["-q", *_args(corpus, tmp_path / name, "--max-steps", "2", "--log-every", "1", *flags)]) == 0
         history = json.loads((tmp_path / name / "history.json").read_text())
         assert len(history) == 2 and all(h["train_loss"] > 0 for h in history)
     assert json.loads((tmp_path / "full" / "train_config.json").read_text())["sample_softmax"] is False
     assert json.loads((tmp_path / "bf16" / "train_config.json").read_text())["precision"] == "bf16"
 
 
-@pytest.mark.parametrize("key, value, flag", [("bf16", True, "--no-bf16"), ("precision", "bf16", "--precision=fp32")])
-def test_no_bf16_turns_off_a_presets_bf16(corpus, tmp_path, key, value, flag):
-    """The earlier spellings (preset key ``bf16``, flag ``--no-bf16``) and the current ones."""
+@pytest.mark.parametrize("key, value", [("bf16", True), ("precision", "bf16")])
+def test_precision_flag_turns_off_a_presets_bf16(corpus, tmp_path, key, value):
+    """A preset's bf16, in the run directories' earlier key ``bf16`` or in ``precision``, gives way to the flag."""
     preset = json.loads((SRC / "elmo" / "presets" / "tiny.json").read_text())
     preset.pop("precision")  # "auto" in the shipped preset
     preset[key] = value
     (tmp_path / "bf16.json").write_text(json.dumps(preset))
-    args = _args(corpus, tmp_path / "run", "--max-steps", "1", flag)
+    args = _args(corpus, tmp_path / "run", "--max-steps", "1", "--precision=fp32")
     args[args.index("tiny")] = str(tmp_path / "bf16.json")
     assert main(["-q", *args]) == 0
     assert json.loads((tmp_path / "run" / "train_config.json").read_text())["precision"] == "fp32"
+
+
+@pytest.mark.parametrize("flag, now", [("--bf16", "--precision bf16"), ("--no-bf16", "--precision fp32")])
+def test_removed_precision_flags_say_the_new_one(corpus, tmp_path, capsys, flag, now):
+    with pytest.raises(SystemExit) as raised:  # a usage error, as argparse's own
+        main(["-q", *_args(corpus, tmp_path / "run", "--max-steps", "1", flag)])
+    assert raised.value.code == 2 and capsys.readouterr().err == f"elmo: error: {flag} was removed: use {now}\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--learning-rate", "inf"], "--learning-rate must be a finite number, got inf"),
+    (["--learning-rate", "nan"], "--learning-rate must be a finite number, got nan"),
+    (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
+    (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+])
+def test_a_bad_flag_value_is_one_line_before_any_file_is_written(corpus, tmp_path, capsys, flags, message):
+    assert main(["-q", *_args(corpus, tmp_path / "run", "--max-steps", "1", *flags)]) == 1
+    assert capsys.readouterr().err == f"elmo: error: {message}\n"
+    assert not (tmp_path / "run").exists()
 
 
 def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):

@@ -38,6 +38,13 @@ class SubcommandParser(OneLineErrorParser):
         return namespace, extras
 
 
+RETIRED_FLAGS = {
+    "--bf16": "--precision bf16", "--no-bf16": "--precision fp32", "--stateful": "--initial-state carry",
+    "--max-tokens-per-batch": "--max-batch-tokens",
+}
+"""Flags of earlier versions -> what to write now: one error line instead of argparse's "unrecognized"."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="elmo", description="ELMo: embed text, train and evaluate biLMs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} (pip package {DISTRIBUTION})")
@@ -55,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    retired = next((a for a in argv if a.split("=")[0] in RETIRED_FLAGS), None)
+    if retired is not None:
+        flag = retired.split("=")[0]
+        parser.exit(2, f"elmo: error: {flag} was removed: use {RETIRED_FLAGS[flag]}\n")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(levelname)s %(message)s"

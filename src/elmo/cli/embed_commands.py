@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
-from elmo.cli.model_args import add_model_args, load_model
-from elmo.cli.setting_flags import add_setting_flags, settings_from_args
+from elmo.cli.model_args import add_model_args, load_model, model_name
+from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args, show_progress
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
 from elmo.errors import ConfigError
+from elmo.shared_settings import DEVICE, PROGRESS
 
 log = logging.getLogger("elmo")
 
@@ -18,6 +18,7 @@ log = logging.getLogger("elmo")
 def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.embedding.embed_progress import EmbedProgress
     from elmo.embedding.embedder import Embedder
+    from elmo.embedding.file_job import EmbedFileJob
     from elmo.embedding.parts import check_paths
     from elmo.formats.alignment import read_alignment
     from elmo.runtime.distributed import join_for_barriers, shutdown
@@ -28,7 +29,6 @@ def cmd_embed(args: argparse.Namespace) -> int:
     check_paths(Path(args.input), Path(args.output), output.overwrite)  # before the model loads
     if args.align and getattr(args, "server", None):
         raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
-    show_progress = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     ranks = join_for_barriers()
     try:
         if args.server:  # the vectors come from a running `elmo serve`
@@ -38,9 +38,11 @@ def cmd_embed(args: argparse.Namespace) -> int:
         else:
             bilm = load_model(args)
             alignment = read_alignment(args.align, bilm.output_dim) if args.align else None
-            embedder = Embedder(bilm, options, device=args.device or ranks.default_device(), alignment=alignment)
-        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress and not args.quiet, ranks, stop) as bar:
-            count = embedder.embed_file(args.input, args.output, output, resume=args.resume, ranks=ranks, progress=bar)
+            embedder = Embedder(bilm, options, device=args.device or ranks.default_device(), alignment=alignment,
+                                model_name=model_name(args))
+        job = EmbedFileJob(embedder, output, resume=args.resume, ranks=ranks)
+        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), ranks, stop) as bar:
+            count = job.run(args.input, args.output, progress=bar)
     finally:
         shutdown()
     if ranks.is_main:
@@ -67,8 +69,8 @@ def cmd_dump_token_embeddings(args: argparse.Namespace) -> int:
 
 
 def cmd_warm_state(args: argparse.Namespace) -> int:
-    from elmo.embedding.warm_state import store_warm_state
     from elmo.formats.published import resolve_model
+    from elmo.formats.warm_state import store_warm_state
 
     path = store_warm_state(resolve_model(args.model))
     log.info("wrote %s", path)
@@ -78,7 +80,7 @@ def cmd_warm_state(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from elmo.embedding.demo import run_demo
 
-    print(run_demo(load_model(args), args.output_dir))
+    print(run_demo(load_model(args), args.output_dir, model_name(args)))
     return 0
 
 
@@ -96,18 +98,15 @@ def add_embed_commands(commands) -> None:
                        "model; API key from $ELMO_API_KEY) instead of loading a model here")
     embed.add_argument("--align", metavar="FILE", help="alignment matrix W of the aligned multilingual models "
                        "(<lang>_best_mapping.pth, fitted on layer 1): every output vector x becomes x @ W.T")
-    add_setting_flags(embed, EmbedOptions, ["batch_size", "stateful", "initial_state"])
+    add_setting_flags(embed, EmbedOptions, ["batch_size", "initial_state"])
     add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "overwrite"])
-    embed.add_argument(
-        "--device", default=None, help="torch device (default: cuda[:LOCAL_RANK] if available, else cpu)"
-    )
+    add_flag(embed, "device", DEVICE)
     speed = embed.add_argument_group("speed and scale")
-    add_setting_flags(speed, EmbedOptions, ["precision", "max_tokens_per_batch", "chunk_size", "vocab_cache"])
+    add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache"])
     speed.add_argument("--resume", action="store_true",
                        help="continue an interrupted run of the same command, computing only what is missing")
     add_setting_flags(speed, OutputOptions, ["output_dtype", "errors"])
-    speed.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                       help="progress bar with sentences/s and tokens/s (auto: when stderr is a terminal)")
+    add_flag(speed, "progress", PROGRESS, bool)
     embed.set_defaults(func=cmd_embed)
 
     convert = commands.add_parser("convert", help="convert a model between the original and the native format "

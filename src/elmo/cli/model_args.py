@@ -23,6 +23,18 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--weight-file", help="original weights.hdf5")
 
 
+def model_name(args: argparse.Namespace) -> str:
+    """How outputs and the service name the model the flags give: the published or shipped name, or the last part
+    of the path (not the directories of this machine)."""
+    from pathlib import Path
+
+    if args.model:
+        return Path(args.model).name or args.model
+    if args.weight_file:
+        return Path(args.weight_file).name
+    return "demo"
+
+
 def load_model(args: argparse.Namespace):
     """The biLM the model flags name."""
     from elmo.formats.model_files import load_bilm

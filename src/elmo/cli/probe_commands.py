@@ -6,14 +6,16 @@ import argparse
 import json
 
 from elmo.cli.model_args import add_model_args, load_model
-from elmo.cli.setting_flags import add_setting_flags, settings_from_args
+from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args
+from elmo.precision import Precision
 from elmo.probing.linear import ProbeSettings
+from elmo.shared_settings import DEVICE, PRECISION
 
 
 def _embedder(args: argparse.Namespace):
     from elmo.embedding.embedder import Embedder
 
-    return Embedder(load_model(args))  # cuda when available, else cpu
+    return Embedder(load_model(args), device=args.device, precision=args.precision)
 
 
 def _print_table(result: dict, rows: list[tuple[str, dict]], baseline: tuple[str, float]) -> None:
@@ -68,6 +70,8 @@ def cmd_neighbours(args: argparse.Namespace) -> int:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     add_model_args(parser)
+    add_flag(parser, "device", DEVICE)
+    add_flag(parser, "precision", PRECISION, Precision)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 

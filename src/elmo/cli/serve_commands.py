@@ -5,29 +5,24 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from pathlib import Path
 
-from elmo.cli.model_args import add_model_args, load_model
-from elmo.cli.setting_flags import add_setting_flags, settings_from_args
+from elmo.cli.model_args import add_model_args, load_model, model_name
+from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args
 from elmo.embedding.embed_options import EmbedOptions
 from elmo.errors import ElmoError
+from elmo.runtime.extras import require
 from elmo.serving.serve_options import ServeOptions
+from elmo.shared_settings import DEVICE
 
 log = logging.getLogger("elmo")
 
-INSTALL_HINT = "elmo serve needs Starlette and uvicorn: pip install 'elmo-bilm[serve]'"
-
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError:
-        raise ElmoError(INSTALL_HINT) from None
+    for module in ("starlette", "uvicorn"):  # the serve extra: one line, before the model loads
+        require(module, "serve", "elmo serve")
     from elmo.serving.service import run_service
 
     options = ServeOptions(**settings_from_args(ServeOptions, args))
-    embed_options = EmbedOptions(**settings_from_args(EmbedOptions, args))
     api_key = args.api_key or os.environ.get("ELMO_API_KEY") or None
     bilm = load_model(args)  # a model that does not load fails here, in one line, before any worker starts
     spec = model_spec(args)
@@ -36,7 +31,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if options.host not in ("127.0.0.1", "localhost", "::1") and api_key is None:
         log.warning("listening on %s without --api-key: anyone who can reach this port can use the service",
                     options.host)
-    run_service(spec, options, embed_options, api_key, bilm)
+    run_service(spec, options, api_key, bilm)
     return 0
 
 
@@ -46,13 +41,12 @@ def model_spec(args: argparse.Namespace):
     from elmo.formats.published import demo_model_dir, resolve_model
     from elmo.serving.service import ModelSpec
 
+    name = model_name(args)
     if args.model and not (args.options_file or args.weight_file):
-        return ModelSpec(Path(args.model).name or args.model, model_dir=str(resolve_model(args.model)),
-                         device=args.device)
+        return ModelSpec(name, model_dir=str(resolve_model(args.model)), device=args.device)
     if args.options_file and args.weight_file and not args.model:
-        return ModelSpec(Path(args.weight_file).name, options_file=args.options_file, weight_file=args.weight_file,
-                         device=args.device)
-    return ModelSpec("demo", model_dir=str(demo_model_dir()), device=args.device)
+        return ModelSpec(name, options_file=args.options_file, weight_file=args.weight_file, device=args.device)
+    return ModelSpec(name, model_dir=str(demo_model_dir()), device=args.device)
 
 
 def remote_embedder(args: argparse.Namespace, options: EmbedOptions):
@@ -79,11 +73,11 @@ def add_serve_commands(commands) -> None:
     add_setting_flags(serve, ServeOptions, ["host", "port", "workers"])
     serve.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request "
                        "(default: $ELMO_API_KEY if set; the environment variable keeps the key out of `ps`)")
-    serve.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    add_flag(serve, "device", DEVICE)
     batching = serve.add_argument_group("batching")
     add_setting_flags(batching, ServeOptions, ["max_batch_tokens", "max_batch_sentences", "max_wait_ms",
                                                "separate_requests", "vocab_cache"])
-    add_setting_flags(batching, EmbedOptions, ["precision"])
+    add_setting_flags(batching, ServeOptions, ["precision", "initial_state"])
     limits = serve.add_argument_group("limits")
     add_setting_flags(limits, ServeOptions, ["max_queue", "max_request_sentences", "max_sentence_tokens",
                                              "max_request_tokens", "max_request_bytes", "access_log"])

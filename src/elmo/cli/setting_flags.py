@@ -1,18 +1,18 @@
-"""Command-line flags made from the settings of a configuration dataclass (:func:`elmo.settings.setting`)."""
+"""Command-line flags made from settings (:mod:`elmo.settings`): a dataclass's fields, or a shared setting."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import enum
 import inspect
 import json
+import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elmo.settings import flag_of, settings_of
+from elmo.settings import Setting, setting_of, settings_of
 
 
 def add_setting_flags(
@@ -25,22 +25,29 @@ def add_setting_flags(
     """
     fields = {f.name: f for f in settings_of(cls)}
     hints = typing.get_type_hints(cls)
-    for name in names or list(fields):
-        field, kind = fields[name], _without_none(hints[name])
-        flag = flag_of(cls, name)
-        options: dict[str, Any] = {"dest": name, "default": None if from_preset else field.default,
-                                   "help": _help(field, from_preset)}
-        if field.metadata["const"] is not None:
-            options.update(action="store_const", const=field.metadata["const"])
-        elif kind is bool:
-            options["action"] = argparse.BooleanOptionalAction if from_preset or field.default else "store_true"
-        else:
-            choices = field.metadata["choices"]
-            if isinstance(kind, type) and issubclass(kind, enum.Enum):
-                choices, kind = [member.value for member in kind], str
-            metavar = field.metadata["metavar"] or (None if choices else flag.lstrip("-").replace("-", "_").upper())
-            options.update(type=kind, choices=choices, metavar=metavar)
-        parser.add_argument(flag, **options)
+    for name in names or [name for name, field in fields.items() if setting_of(field).flag != ""]:
+        add_flag(parser, name, setting_of(fields[name]), hints[name], from_preset)
+
+
+def add_flag(parser: Any, name: str, spec: Setting, kind: Any = None, from_preset: bool = False) -> None:
+    """The flag of one setting, stored under ``name``; ``kind``: the value type (default: the default's type)."""
+    kind = _without_none(kind) if kind is not None else type(spec.default) if spec.default is not None else str
+    flag = spec.flag_for(name)
+    options: dict[str, Any] = {"dest": name, "default": None if from_preset else spec.default,
+                               "help": _help(name, spec, from_preset)}
+    if spec.const is not None:
+        options.update(action="store_const", const=spec.const)
+    elif kind is bool:
+        # --x, or --x / --no-x where the default is on or decided at run time (None: progress)
+        both = from_preset or spec.default is not False
+        options["action"] = argparse.BooleanOptionalAction if both else "store_true"
+    else:
+        choices = spec.choices
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            choices, kind = [member.value for member in kind], str
+        metavar = spec.metavar or (None if choices else flag.lstrip("-").replace("-", "_").upper())
+        options.update(type=kind, choices=choices, metavar=metavar)
+    parser.add_argument(flag, **options)
 
 
 def add_parameter_flag(parser: Any, flag: str, function: Callable, help: str, **options: Any) -> None:
@@ -55,18 +62,25 @@ def settings_from_args(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     return {f.name: getattr(args, f.name) for f in settings_of(cls) if getattr(args, f.name, None) is not None}
 
 
+def show_progress(args: argparse.Namespace) -> bool:
+    """The shared ``--progress/--no-progress``: as given, else on when stderr is a terminal; never with ``-q``."""
+    wanted = sys.stderr.isatty() if args.progress is None else args.progress
+    return bool(wanted) and not getattr(args, "quiet", False)
+
+
 def _without_none(kind: Any) -> Any:
     """``int | None`` -> ``int``: a setting whose default None means "decided by the others" takes values of X."""
     members = [k for k in typing.get_args(kind) if k is not type(None)]
     return members[0] if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(members) == 1 else kind
 
 
-def _help(field: dataclasses.Field, from_preset: bool) -> str:
-    text = field.metadata["help"].replace("%", "%%")
-    default = field.default.value if isinstance(field.default, enum.Enum) else field.default
+def _help(name: str, spec: Setting, from_preset: bool) -> str:
+    text = spec.help.replace("%", "%%")
+    default = spec.default.value if isinstance(spec.default, enum.Enum) else spec.default
     shown = json.dumps(default) if isinstance(default, bool) else str(default)
     if from_preset:
-        return f"{text} (default: the preset's {field.name}, else {shown})"
-    if (isinstance(default, bool) and field.metadata["const"] is None) or default is None:
+        return f"{text} (default: the preset's {name}, else {shown})"
+    if (isinstance(default, bool) and spec.const is None) or default is None:
         return text  # a switch: off unless given; None: the help says what decides
     return f"{text} (default: {shown})"
+

@@ -7,23 +7,28 @@ import json
 import logging
 from pathlib import Path
 
-from elmo.cli.setting_flags import add_parameter_flag
+from elmo.cli.setting_flags import add_flag, add_parameter_flag, add_setting_flags, settings_from_args, show_progress
 from elmo.errors import ElmoError
 from elmo.presets import TASK_PRESET_DIR, preset_names
+from elmo.runtime.extras import require
+from elmo.shared_settings import DEVICE, PROGRESS
 from elmo.tasks.data import load_task_data
+from elmo.tasks.kinds import TASK_KINDS
+from elmo.tasks.task_config import TaskTrainConfig
 from elmo.tasks.word_vectors import train_word_vectors
 
 log = logging.getLogger("elmo")
 
 
 def cmd_task_train(args: argparse.Namespace) -> int:
+    require("seqeval", "tasks", "elmo task train")  # the tasks extra: one line, before any file is read or written
     from elmo.tasks import build_runner, train_task
     from elmo.tasks.task_config import read_task_config
 
     config = read_task_config(args.config)
     if config.task != args.task:
         raise ElmoError(f"{args.config} is a '{config.task}' config, but the command says '{args.task}'")
-    overrides = {"train.seed": args.seed, "train.epochs": args.epochs}
+    overrides = {f"train.{key}": value for key, value in settings_from_args(TaskTrainConfig, args).items()}
     if args.no_elmo:
         overrides["elmo.enabled"] = False
     if args.on_the_fly:
@@ -32,7 +37,7 @@ def cmd_task_train(args: argparse.Namespace) -> int:
     data = load_task_data(
         args.task, args.train, args.dev, args.test, args.train_fraction, args.limit, seed=config.train.seed
     )
-    progress = not args.quiet
+    progress = show_progress(args)
     runner = build_runner(config, data, args.word_vectors, args.bilm, args.cache, args.device, progress)
     result = train_task(runner, data, args.output, args.bilm, progress)
     test = "" if result.test_score is None else f", test {result.test_score:.2f}"
@@ -41,26 +46,31 @@ def cmd_task_train(args: argparse.Namespace) -> int:
 
 
 def cmd_task_evaluate(args: argparse.Namespace) -> int:
+    require("seqeval", "tasks", "elmo task evaluate")
     from elmo.tasks import load_task_model, read_examples
     from elmo.tasks.task_trainer import write_predictions
 
     cached = False if args.on_the_fly else None  # None: as trained
-    runner = load_task_model(args.model, args.bilm, cached, device=args.device, progress=not args.quiet)
+    runner = load_task_model(args.model, args.bilm, cached, device=args.device, progress=show_progress(args))
     examples = read_examples(runner.config.task, args.input)
-    predicted = runner.predict(examples, progress=not args.quiet)
+    predicted = runner.predict(examples, progress=show_progress(args))
     output = Path(args.predictions or Path(args.model) / f"predictions.{Path(args.input).name}")
     write_predictions(runner, output, examples, predicted)
-    metric = "f1" if runner.is_tagger else "accuracy"
-    print(json.dumps({"input": str(args.input), metric: round(runner.score(examples, predicted), 4),
+    print(json.dumps({"input": str(args.input), runner.kind.metric_name: round(runner.score(examples, predicted), 4),
                       "sentences": len(examples), "predictions": str(output)}))
     return 0
 
 
 def cmd_task_word_vectors(args: argparse.Namespace) -> int:
+    require("gensim", "tasks", "elmo task word-vectors")
     count = train_word_vectors(args.corpus, args.output, dim=args.dim, algorithm=args.algorithm,
                                min_count=args.min_count, epochs=args.epochs, seed=args.seed, workers=args.workers)
     log.info("wrote %d word vectors to %s", count, args.output)
     return 0
+
+
+def _kinds_help() -> str:
+    return "; ".join(f"{kind.name}: {kind.description}" for kind in TASK_KINDS.values())
 
 
 def add_task_commands(commands) -> None:
@@ -68,7 +78,7 @@ def add_task_commands(commands) -> None:
     sub = task.add_subparsers(dest="task_command", required=True, metavar="TASK_COMMAND")
 
     train = sub.add_parser("train", help="train a task model, with or without ELMo")
-    train.add_argument("task", choices=("ner", "sst"), help="ner: CoNLL tagging (CRF); sst: label TAB sentence")
+    train.add_argument("task", choices=tuple(TASK_KINDS), help=f"the task kind: {_kinds_help()}")
     train.add_argument("--config", required=True,
                        help=f"task config: a shipped one ({', '.join(preset_names(TASK_PRESET_DIR))}) or a JSON file")
     train.add_argument("--train", required=True, help="training file")
@@ -81,20 +91,21 @@ def add_task_commands(commands) -> None:
     train.add_argument("--cache", help="HDF5 file caching biLM activations across runs (default: in memory)")
     train.add_argument("--no-elmo", action="store_true", help="the baseline: same model without ELMo")
     train.add_argument("--on-the-fly", action="store_true", help="run the biLM every batch instead of caching")
-    train.add_argument("--seed", type=int, help="override train.seed")
-    train.add_argument("--epochs", type=int, help="override train.epochs")
+    add_setting_flags(train, TaskTrainConfig, ["seed", "epochs"], from_preset=True)  # over the config's train.*
     add_parameter_flag(train, "--train-fraction", load_task_data, "random fraction of the training data")
     train.add_argument("--limit", type=int, help="at most this many sentences per split (smoke tests)")
-    train.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    add_flag(train, "device", DEVICE)
+    add_flag(train, "progress", PROGRESS, bool)
     train.set_defaults(func=cmd_task_train)
 
     evaluate = sub.add_parser("evaluate", help="predict and score any file with a trained task model")
     evaluate.add_argument("--model", required=True, help="task model directory (from 'elmo task train')")
-    evaluate.add_argument("--input", required=True, help="CoNLL file (ner) or label TAB sentence file (sst)")
+    evaluate.add_argument("--input", required=True, help=f"a file of the model's task kind: {_kinds_help()}")
     evaluate.add_argument("--predictions", help="output file (default: MODEL/predictions.<input name>)")
     evaluate.add_argument("--bilm", help="biLM (directory, archive or name), if not where it was at training time")
     evaluate.add_argument("--on-the-fly", action="store_true", help="run the biLM inside the model")
-    evaluate.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    add_flag(evaluate, "device", DEVICE)
+    add_flag(evaluate, "progress", PROGRESS, bool)
     evaluate.set_defaults(func=cmd_task_evaluate)
 
     vectors = sub.add_parser("word-vectors", help="train baseline word vectors (gensim) on the biLM's corpus")

@@ -8,11 +8,10 @@ import json
 import logging
 from pathlib import Path
 
-from elmo.cli.setting_flags import add_parameter_flag, add_setting_flags, settings_from_args
+from elmo.cli.setting_flags import add_flag, add_parameter_flag, add_setting_flags, settings_from_args, show_progress
 from elmo.errors import ConfigError
-from elmo.modules.initial_state import INITIAL_STATES
-from elmo.precision import Precision
 from elmo.presets import preset_names
+from elmo.shared_settings import DEVICE, INITIAL_STATES, PROGRESS
 from elmo.training.perplexity import model_perplexity
 from elmo.training.run_files import is_run_dir
 from elmo.training.substitutes import model_substitutes, read_tokenised_lines
@@ -39,6 +38,7 @@ def _train_spec(args: argparse.Namespace, resume: bool, fine_tuning: bool = Fals
     from elmo.training.trainer import TrainSpec
 
     overrides = settings_from_args(TrainConfig, args)
+    TrainConfig(**overrides)  # each flag's value checked on its own first, so that an error names the flag
     own_config = resume and is_run_dir(args.out)  # without --config, a resumed run keeps its own
     if resume and args.config is None and not own_config and not fine_tuning:
         state = "is not a training run (no train_config.json)" if Path(args.out).is_dir() else "does not exist"
@@ -51,7 +51,7 @@ def _train_spec(args: argparse.Namespace, resume: bool, fine_tuning: bool = Fals
     return TrainSpec(
         config=config, train=train, vocab_path=Path(args.vocab), train_patterns=args.train, run_dir=Path(args.out),
         valid_path=Path(args.valid) if args.valid else None, max_steps=args.max_steps, resume=resume,
-        device=args.device, progress=not args.no_progress,
+        device=args.device, progress=show_progress(args),
     )
 
 
@@ -129,12 +129,10 @@ def _add_train_args(parser: argparse.ArgumentParser, fine_tuning: bool = False) 
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")
     parser.add_argument("--valid", help="held-out file for full-softmax perplexity during and after training")
     parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (default: from n_epochs)")
-    parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flag(parser, "device", DEVICE)
+    add_flag(parser, "progress", PROGRESS, bool)
     keys = parser.add_argument_group("preset keys (each flag replaces the preset's value)")
     add_setting_flags(keys, TrainConfig, from_preset=True)
-    for flag, precision in (("--bf16", Precision.BF16), ("--no-bf16", Precision.FP32)):  # earlier spellings
-        keys.add_argument(flag, dest="precision", action="store_const", const=precision.value, help=argparse.SUPPRESS)
 
 
 def _add_resume_flag(parser: argparse.ArgumentParser) -> None:
@@ -172,7 +170,7 @@ def add_train_commands(commands) -> None:
     add_parameter_flag(ppl, "--initial-state", model_perplexity, "carry: the file is one stream, the state carried "
                        "from sentence to sentence (bilm-tf's protocol); zero or warm: each sentence on its own, from "
                        "zeros or the model's warm state, as a stateless embedder runs it", choices=INITIAL_STATES)
-    ppl.add_argument("--device", help="torch device (default cpu)")
+    add_flag(ppl, "device", DEVICE)
     ppl.add_argument("--json", action="store_true", help="print one JSON object")
     ppl.set_defaults(func=cmd_perplexity)
 
@@ -185,7 +183,7 @@ def add_train_commands(commands) -> None:
     subs.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
     add_parameter_flag(subs, "--top-k", model_substitutes, "candidates per token and direction")
     add_parameter_flag(subs, "--batch-size", model_substitutes, "sentences per batch")
-    subs.add_argument("--device", help="torch device (default cpu)")
+    add_flag(subs, "device", DEVICE)
     subs.add_argument("--json", action="store_true", help="one JSON array per input line: per token "
                       '{"word", "forward": [[word, probability], ...], "backward": [...]}')
     subs.set_defaults(func=cmd_substitutes)

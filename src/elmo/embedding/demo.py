@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from elmo.embedding.embedder import Embedder
+from elmo.embedding.file_job import EmbedFileJob
 from elmo.modules.bilm import BiLM
 
 # (word, sense, sentence): written for this demo.
@@ -84,14 +85,14 @@ def format_table(neighbours: list[Neighbour]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(bilm: BiLM, output_dir: str | Path) -> str:
+def run_demo(bilm: BiLM, output_dir: str | Path, model_name: str = "demo") -> str:
     """``elmo demo``: embed :data:`CONTEXTS` into ``output_dir`` and return the report (Markdown table included)."""
-    embedder = Embedder(bilm, batch_size=16)
+    embedder = Embedder(bilm, batch_size=16, model_name=model_name)
     out_dir = Path(output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sentences = out_dir / "sentences.txt"
     sentences.write_text("".join(f"{s}\n" for _, _, s in CONTEXTS), encoding="utf-8")
-    embedder.embed_file(sentences, out_dir / "embeddings.hdf5", output_layers="all")
+    EmbedFileJob(embedder).run(sentences, out_dir / "embeddings.hdf5")
     token_layer = nearest_neighbours(word_vectors(embedder, CONTEXTS, layer=0), CONTEXTS)
     neighbours = nearest_neighbours(word_vectors(embedder, CONTEXTS, layer=None), CONTEXTS)
     low, high = min(n.similarity for n in token_layer), max(n.similarity for n in token_layer)

@@ -5,80 +5,62 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elmo.embedding.text_input import ENCODING_ERRORS, INPUT_FORMATS
-from elmo.modules.initial_state import INITIAL_STATES
-from elmo.precision import Precision, parse_precision
-from elmo.settings import SettingError, check_at_least, check_choice, flag_of, setting
+from elmo.precision import Precision
+from elmo.sentences import ENCODING_ERRORS, INPUT_FORMATS
+from elmo.settings import at_least, check_settings, setting
+from elmo.shared_settings import INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
 
 OUTPUT_LAYERS = ("all", "top", "average")
 OUTPUT_DTYPES = ("float32", "float16")
 STATELESS_BATCH_SIZE = 256
-STATEFUL_BATCH_SIZE = 64
-"""AllenNLP's ``ElmoEmbedder`` default: with ``--stateful`` the batch decides which rows carry state."""
+CARRY_BATCH_SIZE = 64
+"""AllenNLP's ``ElmoEmbedder`` default: with ``--initial-state carry`` the batch decides which rows carry state."""
 
 
 @dataclass(frozen=True)
 class EmbedOptions:
-    """How :class:`~elmo.embedding.embedder.Embedder` runs the biLM."""
+    """How an embedder runs the biLM and batches sentences (:class:`~elmo.embedding.embedder.Embedder` here, the
+    service's model behind :class:`~elmo.serving.remote.RemoteEmbedder`)."""
 
     batch_size: int | None = setting(
-        None, "most sentences per batch (default: 256; with --stateful 64, AllenNLP's: it decides which rows carry "
-        "state)"
+        None, "most sentences per batch (default: 256; with --initial-state carry 64, AllenNLP's: it decides which "
+        "rows carry state)", check=at_least(1),
     )
     """None: :attr:`sentences_per_batch` picks by mode. Stateless, big batches keep both cores busy (the recurrent
-    GEMM of 64 rows runs well below the machine's peak); stateful, the batch decides which rows carry state, so it
-    stays where the original's was."""
-    stateful: bool = setting(
-        False, "carry LSTM states across batches row by row like the original (batches in file order)"
-    )
-    """Default off: every sentence starts from zero states, so its vectors do not depend on the other sentences,
-    and batches can be sorted by length. The same as ``initial_state="carry"``."""
-    initial_state: str = setting(
-        "zero", "where each sentence's LSTM state starts: zero; carry = --stateful; warm = one fixed state, read from "
-        "the model's warm_state.safetensors (`elmo warm-state`) or computed from a shipped neutral text",
-        choices=INITIAL_STATES,
-    )
-    """``elmo.modules.initial_state``. ``warm`` is deterministic and batches like ``zero``; ``carry`` sets
-    ``stateful`` (and ``stateful=True`` sets ``carry``)."""
-    precision: Precision = setting(
-        Precision.AUTO, "fp32 (exact) or bf16 weights (fast only on AVX512-BF16/AMX CPUs and GPUs; cosine > 0.999); "
-        "auto: bf16 where the device has bf16 units, else fp32"
-    )
-    max_tokens_per_batch: int = setting(
-        8192, "stateless runs: most padded tokens per batch, sentences sorted by length"
-    )
-    """Sentence boundaries included."""
-    chunk_size: int = setting(4096, "lines read, sorted and saved together: the unit of --resume and of ranks")
-    vocab_cache: int = setting(0, "keep the token-layer vectors of up to N words across batches (0: off)", metavar="N")
+    GEMM of 64 rows runs well below the machine's peak); with carried states, the batch decides which rows carry
+    state, so it stays where the original's was."""
+    initial_state: str = INITIAL_STATE.field()
+    """``carry`` keeps the file order (batches must follow each other); ``zero`` and ``warm`` sort by length."""
+    precision: Precision = PRECISION.field()
+    max_batch_tokens: int = MAX_BATCH_TOKENS.field()
+    """Stateless runs; sentence boundaries included."""
+    chunk_size: int = setting(4096, "lines read, sorted and saved together: the unit of --resume and of ranks",
+                              check=at_least(1))
+    vocab_cache: int = setting(0, "keep the token-layer vectors of up to N words across batches (0: off)",
+                               metavar="N", check=at_least(0))
+
+    @property
+    def stateful(self) -> bool:
+        """Whether LSTM states carry from batch to batch (``initial_state="carry"``): batches in input order."""
+        return self.initial_state == "carry"
 
     @property
     def sentences_per_batch(self) -> int:
-        """``batch_size``, or the default of the mode (stateless or stateful)."""
+        """``batch_size``, or the default of the mode (stateless or carried states)."""
         if self.batch_size is not None:
             return self.batch_size
-        return STATEFUL_BATCH_SIZE if self.stateful else STATELESS_BATCH_SIZE
+        return CARRY_BATCH_SIZE if self.stateful else STATELESS_BATCH_SIZE
 
     def __post_init__(self) -> None:
-        check_at_least(self, 1, "max_tokens_per_batch", "chunk_size")
-        if self.batch_size is not None:
-            check_at_least(self, 1, "batch_size")
-        check_at_least(self, 0, "vocab_cache")
-        object.__setattr__(self, "precision", parse_precision(self.precision))
-        check_choice(self, "initial_state", INITIAL_STATES)
-        if self.stateful and self.initial_state == "warm":
-            problem = "warm cannot be combined with --stateful (which is --initial-state carry)"
-            raise SettingError("initial_state", problem, flag_of(EmbedOptions, "initial_state"))
-        if self.stateful or self.initial_state == "carry":
-            object.__setattr__(self, "stateful", True)
-            object.__setattr__(self, "initial_state", "carry")
+        check_settings(self)
 
 
 @dataclass(frozen=True)
 class OutputOptions:
-    """What :meth:`~elmo.embedding.embedder.Embedder.embed_file` writes (layouts: see ``elmo.embedding.embedder``)."""
+    """What :class:`~elmo.embedding.file_job.EmbedFileJob` writes (layouts: see ``elmo.embedding.file_job``)."""
 
-    output_layers: str = "all"
-    """"all" (L + 1, n, 2P), "top" (n, 2P) or "average" (n, 2P)."""
+    output_layers: str = setting("all", "which layers: all (L + 1, n, 2P), top (n, 2P) or average (n, 2P)",
+                                 choices=OUTPUT_LAYERS)
     use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
     forget_sentences: bool = setting(False, "do not write the sentence_to_index dataset")
     overwrite: bool = setting(False, "replace an existing output file that is not HDF5 (never the input itself)")
@@ -97,7 +79,4 @@ class OutputOptions:
     )
 
     def __post_init__(self) -> None:
-        check_choice(self, "output_layers", OUTPUT_LAYERS)
-        check_choice(self, "input_format", INPUT_FORMATS)
-        check_choice(self, "output_dtype", OUTPUT_DTYPES)
-        check_choice(self, "errors", ENCODING_ERRORS)
+        check_settings(self)

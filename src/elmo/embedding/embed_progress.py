@@ -12,7 +12,7 @@ from elmo.runtime.interrupts import StopRequest
 
 
 class EmbedProgress:
-    """Use as ``with EmbedProgress(show, ranks, stop) as progress: embedder.embed_file(..., progress=progress)``."""
+    """Use as ``with EmbedProgress(show, ranks, stop) as progress: job.run(..., progress=progress)``."""
 
     def __init__(self, show: bool, ranks: DistInfo, stop: StopRequest) -> None:
         name = f"rank {ranks.rank}" if ranks.world_size > 1 else "embed"

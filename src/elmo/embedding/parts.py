@@ -163,8 +163,9 @@ class Parts:
         """Remove the directory: for runs that cannot be resumed (e.g. the input has an error)."""
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def merge(self, n_chunks: int, forget_sentences: bool) -> None:
-        """Copy parts 0 .. n_chunks-1 in order into the output (atomically), then remove the directory."""
+    def merge(self, n_chunks: int, forget_sentences: bool, attributes: dict[str, str] | None = None) -> None:
+        """Copy parts 0 .. n_chunks-1 in order into the output (atomically), then remove the directory.
+        ``attributes``: what made the vectors, written as the file's root attributes."""
         missing = [c for c in range(n_chunks) if not self.done(c)]
         if missing:
             raise ElmoError(
@@ -174,6 +175,7 @@ class Parts:
         sentence_to_index: dict[str, str] = {}
         try:
             with h5py.File(tmp, "w") as out:
+                out.attrs.update(attributes or {})
                 for chunk in range(n_chunks):
                     with h5py.File(self.path(chunk), "r") as part:
                         keys = json.loads(part[KEYS].asstr()[()])

@@ -14,7 +14,6 @@ touches the network; ``ELMO_OFFLINE=1`` forbids downloads altogether.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -30,12 +29,12 @@ from elmo.errors import ElmoError, WeightFileError
 from elmo.formats.model_files import is_model_dir, load_bilm
 from elmo.formats.native import NATIVE_WEIGHTS_FILE, save_native
 from elmo.runtime.atomic_files import default_permissions
+from elmo.runtime.hashing import sha256_file, stream_sha256
 
 log = logging.getLogger(__name__)
 
 REGISTRY_FILE = Path(__file__).with_name("published_models.json")
 CHECKSUMS_FILE = "checksums.json"
-BLOCK = 1 << 20
 
 
 class ModelDownloadError(ElmoError):
@@ -138,17 +137,13 @@ def _download(url: str, target: Path, sha256: str | None, name: str, directory: 
     directory.mkdir(parents=True, exist_ok=True)
     log.info("downloading %s to %s", url, target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".download", dir=directory)
-    digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(url, timeout=60) as response:
-                    while block := response.read(BLOCK):
-                        digest.update(block)
-                        out.write(block)
+                    got = stream_sha256(response, out.write)
             except (urllib.error.URLError, OSError) as e:
                 raise ModelDownloadError(_how_to_get(name, directory, files, f"download of {url} failed: {e}")) from e
-        got = digest.hexdigest()
         if sha256 is not None and got != sha256:
             raise ModelDownloadError(f"{url}: sha256 {got} does not match the registry's {sha256}; nothing was saved")
         default_permissions(tmp)
@@ -163,21 +158,13 @@ def _download(url: str, target: Path, sha256: str | None, name: str, directory: 
 def _verify(path: Path, sha256: str | None) -> None:
     expected = sha256 or _recorded_checksums(path.parent).get(path.name)
     if expected is None:  # cached before checksums were recorded: trust it now, check it from now on
-        _record_checksum(path, _sha256(path))
+        _record_checksum(path, sha256_file(path))
         return
-    got = _sha256(path)
+    got = sha256_file(path)
     if got != expected:
         raise ModelDownloadError(
             f"{path}: sha256 {got} differs from the expected {expected}; delete the file to download it again"
         )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _recorded_checksums(directory: Path) -> dict[str, str]:

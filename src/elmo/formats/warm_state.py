@@ -12,7 +12,6 @@ export into the same directory) is refused, not silently used.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -22,11 +21,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from elmo.errors import WeightFileError
+from elmo.errors import ElmoError, WeightFileError
 from elmo.formats.checked_reads import read_safetensors
 from elmo.modules.bilm import BiLM, BiLMState
 from elmo.modules.initial_state import check_state, stream_state
+from elmo.modules.token_vectors import TOKEN_ENCODERS, TokenVectors
 from elmo.runtime.atomic_files import write_atomic
+from elmo.runtime.hashing import sha256_file, tensor_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +47,8 @@ def warm_text() -> list[list[str]]:
 
 
 def weights_fingerprint(bilm: BiLM) -> str:
-    """Which weights a warm state belongs to: SHA-256 over each tensor's name, shape and first 256 values (cheap,
-    and any retraining changes them)."""
-    digest = hashlib.sha256()
-    for name, tensor in bilm.state_dict().items():
-        head = tensor.detach().reshape(-1)[:256].to("cpu", torch.float32).contiguous()
-        digest.update(f"{name}:{tuple(tensor.shape)};".encode())
-        digest.update(head.numpy().tobytes())
-    return digest.hexdigest()
+    """Which weights a warm state belongs to: SHA-256 over each tensor's name, shape and first 256 values."""
+    return tensor_fingerprint(bilm.state_dict(), "sha256", head=256)
 
 
 def compute_warm_state(bilm: BiLM, encode_words: EncodeWords, boundary_tokens: tuple[str, str]) -> BiLMState:
@@ -80,7 +75,7 @@ def write_warm_state(directory: str | os.PathLike, bilm: BiLM, state: BiLMState)
     path = Path(directory) / WARM_STATE_FILE
     metadata = {
         "format": WARM_STATE_FORMAT, "weights": weights_fingerprint(bilm),
-        "text_sha256": hashlib.sha256(WARM_TEXT.read_bytes()).hexdigest(),
+        "text_sha256": sha256_file(WARM_TEXT),
         "text_tokens": str(sum(len(s) for s in warm_text())),
     }
     tensors = {name: x.detach().to("cpu", torch.float32).contiguous() for name, x in (("h", h), ("c", c))}
@@ -118,3 +113,23 @@ def attach_stored_warm_state(bilm: BiLM, directory: str | os.PathLike, read: boo
     if read and path.is_file():
         bilm.warm_state = read_warm_state(path, bilm)
     return bilm
+
+
+def model_warm_state(bilm: BiLM) -> BiLMState:
+    """``bilm``'s warm state computed from the shipped text (float32, on the CPU), ignoring any stored one."""
+    if not isinstance(bilm.token_encoder, TOKEN_ENCODERS):
+        raise ElmoError("a warm state needs a character-input biLM (token-input models are not supported)")
+    vectors = TokenVectors(bilm.eval().token_encoder)
+    return compute_warm_state(bilm, vectors, vectors.boundary_tokens)
+
+
+def store_warm_state(model_dir: str | os.PathLike) -> Path:
+    """``elmo warm-state``: compute the warm state of the model in ``model_dir`` (either format) and write
+    ``warm_state.safetensors`` there, replacing any earlier one; returns its path."""
+    from elmo.formats.model_files import is_model_dir, load_bilm  # model_files reads warm states through this module
+
+    directory = Path(model_dir)
+    if not directory.is_dir() or not is_model_dir(directory):
+        raise ElmoError(f"{directory}: not a model directory (a warm state is stored beside the model's files)")
+    bilm = load_bilm(directory, warm_state=False)
+    return write_warm_state(directory, bilm, model_warm_state(bilm))

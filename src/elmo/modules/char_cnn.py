@@ -30,7 +30,7 @@ from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
 from elmo.modules.compiled import compile_enabled, run_compiled
 from elmo.modules.highway import Highway
 from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
-from elmo.modules.threads import gemm_threads
+from elmo.runtime.threads import gemm_threads
 
 TOKENS_PER_CHUNK = 128
 """Tokens per conv GEMM: bounds the (chunk, W, F) activation (~50 MB for the 2048-filter CNN in float32)."""

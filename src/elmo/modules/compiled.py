@@ -1,4 +1,4 @@
-"""``torch.compile`` for the training step's elementwise hot loops: one process-wide setting, one eager fallback.
+"""``torch.compile`` for the training step's elementwise hot loops, and their one eager fallback.
 
 The compiled code is pure functions (the LSTM window's step loops in :mod:`elmo.modules.lstm_window`, the softmax
 loss's per-block work in :mod:`elmo.modules.softmax_loss`, the char CNN's max-pool in :mod:`elmo.modules.char_cnn`,
@@ -6,47 +6,30 @@ a highway layer in :mod:`elmo.modules.highway`, compiled with its backward): the
 with each step's or block's elementwise passes fused into a few kernels. Only paths with gradients (training) use
 them; inference always runs eagerly.
 
-Whether to compile is decided once per process (:func:`set_compile`; the trainer sets it from its config) and read
-where the compiled functions are chosen. Each function compiles once per process, with static shapes (a new shape
-compiles anew) unless the caller asks for dynamic ones. Where compiling fails (no C++ compiler, an unsupported
-platform) a warning says what failed, and the whole process keeps to the eager code from then on.
+Whether to compile is decided once per process by its entry point (:mod:`elmo.runtime.compile_switch`: the trainer
+sets it from its config when it starts) and read here, where the compiled functions are chosen. Each function
+compiles once per process, with static shapes (a new shape compiles anew) unless the caller asks for dynamic ones.
+Where compiling fails (no C++ compiler, an unsupported platform) a warning says what failed, and the whole process
+keeps to the eager code from then on.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 
+from elmo.runtime.compile_switch import compile_requested
+
 log = logging.getLogger(__name__)
 
-_enabled = False
 _compiled_functions: dict = {}
 _compile_failure: list[str] = []  # why torch.compile could not be used in this process, once it failed
 
 
-def set_compile(enabled: bool) -> None:
-    """Compile the training step's hot loops from now on in this process (or not)."""
-    global _enabled
-    _enabled = bool(enabled)
-
-
 def compile_enabled() -> bool:
     """Whether to run the compiled functions: compiling is on and has not failed in this process."""
-    return _enabled and not _compile_failure
-
-
-@contextmanager
-def compile_setting(enabled: bool) -> Iterator[None]:
-    """:func:`set_compile` for the block only."""
-    before = _enabled
-    set_compile(enabled)
-    try:
-        yield
-    finally:
-        set_compile(before)
+    return compile_requested() and not _compile_failure
 
 
 def run_compiled(function, what: str, *args, dynamic: bool = False):

@@ -17,10 +17,12 @@ import torch
 from torch import nn
 
 from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
-from elmo.modules.bilm import BiLM, StatefulBiLM
+from elmo.modules.bilm import BiLM, BiLMState, StatefulBiLM
 from elmo.modules.char_cnn import CharCNNEncoder
+from elmo.modules.initial_state import WarmStartBiLM
 from elmo.modules.scalar_mix import ScalarMix
 from elmo.modules.sequence import add_sentence_boundaries, mask_from_ids, remove_sentence_boundaries
+from elmo.shared_settings import INITIAL_STATES
 
 
 @dataclass
@@ -97,8 +99,12 @@ class Elmo(ElmoHead):
         num_output_representations, dropout, do_layer_norm, scalar_mix_parameters: as :class:`ElmoHead`.
         requires_grad: fine-tune the biLM too (default: frozen, run under no_grad, kept in eval mode).
         keep_sentence_boundaries: keep the ``<S>``/``</S>`` positions in the output (T + 2 steps).
-        stateful: carry LSTM states from batch to batch row by row like the original (default: every sentence
-            starts from zero states, so a sentence always gets the same vectors).
+        initial_state: where each sentence's LSTM state starts (:mod:`elmo.modules.initial_state`): ``zero`` (the
+            default: a sentence always gets the same vectors), ``carry`` (from batch to batch, row by row, like
+            the original) or ``warm`` (one fixed state: ``warm_state``, else the one :func:`elmo.load_bilm` read
+            from the model's directory).
+        warm_state: one row's state (h, c) for ``initial_state="warm"``
+            (:func:`elmo.formats.warm_state.model_warm_state` computes it).
         token_boundary_ids: for a token-input biLM, the (+1 shifted) ids of ``<S>`` and ``</S>``.
         alignment: a (2P, 2P) matrix W mapping each representation into a shared cross-lingual space,
             ``x @ W.T`` after the mix and its dropout, as the aligned multilingual ELMo code does (Schuster et al.
@@ -115,7 +121,8 @@ class Elmo(ElmoHead):
         requires_grad: bool = False,
         scalar_mix_parameters: Sequence[float] | None = None,
         keep_sentence_boundaries: bool = False,
-        stateful: bool = False,
+        initial_state: str = "zero",
+        warm_state: BiLMState | None = None,
         token_boundary_ids: tuple[int, int] | None = None,
         alignment: torch.Tensor | None = None,
     ) -> None:
@@ -127,7 +134,7 @@ class Elmo(ElmoHead):
             dropout=dropout,
         )
         self.bilm = bilm
-        self.stateful_bilm = StatefulBiLM(bilm) if stateful else None
+        self.started_bilm = _started(bilm, initial_state, warm_state)
         self.requires_grad = requires_grad
         bilm.requires_grad_(requires_grad)
         if not requires_grad:
@@ -156,7 +163,7 @@ class Elmo(ElmoHead):
     def forward(self, ids: torch.Tensor) -> ElmoOutput:
         """ids (B, T, W) or (B, T), no sentence boundaries -> representations (B, T, 2P) and mask (B, T)."""
         with_boundaries = add_sentence_boundaries(ids, self._bos, self._eos)  # (B, T+2, ...)
-        run = self.stateful_bilm if self.stateful_bilm is not None else self.bilm
+        run = self.started_bilm if self.started_bilm is not None else self.bilm
         with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
             bilm_out = run(with_boundaries)
         layers, mask = bilm_out.layers, bilm_out.mask
@@ -169,6 +176,21 @@ class Elmo(ElmoHead):
         return ElmoOutput(representations=representations, mask=mask)
 
     def reset_states(self) -> None:
-        """Stateful mode: start every row from zeros again."""
-        if self.stateful_bilm is not None:
-            self.stateful_bilm.reset()
+        """``initial_state="carry"``: start every row from zeros again."""
+        if isinstance(self.started_bilm, StatefulBiLM):
+            self.started_bilm.reset()
+
+
+def _started(bilm: BiLM, initial_state: str, warm_state: BiLMState | None) -> nn.Module | None:
+    """The biLM that starts each row where ``initial_state`` says (None: from zeros, the biLM itself)."""
+    if initial_state not in INITIAL_STATES:
+        raise ValueError(f"initial_state must be one of {', '.join(INITIAL_STATES)}; got {initial_state!r}")
+    if initial_state == "carry":
+        return StatefulBiLM(bilm)
+    if initial_state == "warm":
+        state = warm_state if warm_state is not None else getattr(bilm, "warm_state", None)
+        if state is None:
+            raise ValueError("initial_state='warm' needs warm_state=(h, c): "
+                             "elmo.formats.warm_state.model_warm_state(bilm) computes it")
+        return WarmStartBiLM(bilm, state)
+    return None

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from elmo.modules.compiled import compile_enabled, run_compiled
-from elmo.modules.threads import gemm_threads
+from elmo.runtime.threads import gemm_threads
 
 _WHAT = "the highway layers"  # for the warning when compiling fails
 

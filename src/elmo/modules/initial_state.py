@@ -18,8 +18,6 @@ from torch import nn
 
 from elmo.modules.bilm import BiLM, BiLMOutput, BiLMState
 
-INITIAL_STATES = ("zero", "carry", "warm")
-
 
 @torch.no_grad()
 def stream_state(bilm: BiLM, sentences: Sequence[Sequence[str]], encode_words: Callable[[list[str]], torch.Tensor],

@@ -9,7 +9,7 @@ paths chosen by what the call needs:
 - masked batches with gradients: step by step, one autograd node per step (:class:`~elmo.modules.lstm_kernel.LstmStep`),
   rows frozen after their last token;
 - inference (no autograd): rows sorted by length so step t touches only the n_t rows still running (no masking),
-  the forget offset folded into the input half once, small ops on one thread (:mod:`elmo.modules.threads`).
+  the forget offset folded into the input half once, small ops on one thread (:mod:`elmo.runtime.threads`).
 
 In every path the input half of the gates is one GEMM for all time steps (it does not depend on the recurrence),
 and the memory cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate rounding.
@@ -26,7 +26,7 @@ from elmo.modules.autocast import autocast_suspended
 from elmo.modules.lstm_kernel import LstmStep, cell_forward, fold_forget_bias, project
 from elmo.modules.lstm_window import run_windows
 from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
-from elmo.modules.threads import gemm_threads, small_ops_on_one_thread
+from elmo.runtime.threads import gemm_threads, small_ops_on_one_thread
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
@@ -35,13 +35,13 @@ INPUT_WINDOW_ROWS = 2048
 INPUT_WINDOW_BYTES = 64 << 20
 """Inference computes the input half of the gates for up to INPUT_WINDOW_ROWS positions at a time, into a buffer
 (rows x 4C) of at most INPUT_WINDOW_BYTES: 2,048 rows (1,024 for the original configuration in fp32). A GEMM that
-big runs near the machine's peak, and the buffer stays bounded for any batch; a larger one cost more in page
-faults than its bigger GEMM gained (docs/benchmarks/embedding.md, 2026-12-05)."""
+big runs near the machine's peak, and the buffer stays bounded for any batch, so its fresh pages stay few (the
+sizes tried: docs/benchmarks/embedding.md)."""
 
 CPU_GEMM_COLUMNS = 1024
-"""On CPU, inference's fp32 gate GEMMs (rows x P x 4C) run in blocks of this many output columns: on an AVX2 Zen 3
-that made ``elmo embed`` of the original configuration (4C = 16384) 5-8% faster than one MKL call over all the
-columns, on Zen 4 0-5%, with the same outputs (docs/benchmarks/embedding.md, 2026-12-05)."""
+"""On CPU, inference's fp32 gate GEMMs (rows x P x 4C) run in blocks of this many output columns, with the same
+outputs: for wide layers (the original's 4C = 16384) that beats one MKL call over all the columns, most on AVX2
+CPUs, probably because each block of the weights is reused while it is in cache (docs/benchmarks/embedding.md)."""
 
 
 def step_windows(running: Sequence[int], max_rows: int) -> list[tuple[int, int, int]]:

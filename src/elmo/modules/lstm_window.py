@@ -11,7 +11,7 @@ step is one batched GEMM and one set of elementwise ops for all G, so the per-op
 on a CPU, is paid once instead of G times.
 
 Both loops are pure functions (:func:`forward_steps`, :func:`backward_steps`) over the kernel's steps: with compiling
-on (:func:`~elmo.modules.compiled.set_compile`) they run through ``torch.compile``, which fuses each step's
+on (:func:`~elmo.runtime.compile_switch.set_compile`) they run through ``torch.compile``, which fuses each step's
 elementwise work into a few kernels, else eagerly; either backward can follow either forward.
 
 Under bf16 autocast the GEMMs read bfloat16 operands (weights are cast once per window), while the gate math, the

@@ -1,10 +1,10 @@
 """Row counts rounded up to a few sizes, for reduced-precision inference on the CPU.
 
 oneDNN, which runs PyTorch's bf16 matrix products on CPUs, builds and keeps a kernel for every new shape. A service
-sees batches of every size, so it builds thousands: on a Zen 4 CPU (AVX512-BF16) the small configuration's embedder
-in bf16 grew from 391 MB to about 1,250 MB of resident memory over 400 batches of random sizes, while in fp32 it
-grew by 24 MB. Rounding the rows of the products whose shape follows the input up to 8 sizes per doubling bounds
-the shapes, and with them the memory, for at most 12.5% more rows (padding rows whose results are dropped).
+sees batches of every size, so it builds thousands, and its resident memory grows with them (the measurements:
+docs/benchmarks/serving.md). Rounding the rows of the products whose shape follows the input up to 8 sizes per
+doubling bounds the shapes, and with them the memory, for at most 12.5% more rows (padding rows whose results are
+dropped).
 """
 
 from __future__ import annotations

@@ -20,8 +20,15 @@ import torch
 from torch import nn
 
 from elmo.modules.scalar_mix import ScalarMix
-from elmo.modules.threads import small_ops_on_one_thread
-from elmo.settings import SettingError, check_at_least, setting
+from elmo.runtime.threads import small_ops_on_one_thread
+from elmo.settings import at_least, check_settings, setting
+
+
+def _open_fraction(value: float) -> float:
+    if not 0 < value < 1:
+        raise ValueError(f"must be between 0 and 1, got {value}")
+    return value
+
 
 SMALL_PROBLEM = 1 << 21
 """Training vectors of fewer elements run on one thread."""
@@ -31,18 +38,15 @@ SMALL_PROBLEM = 1 << 21
 class ProbeSettings:
     """How every linear probe trains (the same for each layer, so the layers are compared on equal terms)."""
 
-    max_iterations: int = setting(300, "most L-BFGS iterations")
-    check_every: int = setting(10, "L-BFGS iterations between two held-out checks")
-    l2: float = setting(1e-4, "weight of ||W||^2 (the classifier's weights) in the loss")
-    held_out: float = setting(0.1, "fraction of the training rows (the last ones) kept for early stopping")
-    patience: int = setting(3, "held-out checks without a better accuracy before stopping")
+    max_iterations: int = setting(300, "most L-BFGS iterations", check=at_least(1))
+    check_every: int = setting(10, "L-BFGS iterations between two held-out checks", check=at_least(1))
+    l2: float = setting(1e-4, "weight of ||W||^2 (the classifier's weights) in the loss", check=at_least(0))
+    held_out: float = setting(0.1, "fraction of the training rows (the last ones) kept for early stopping",
+                              check=_open_fraction)
+    patience: int = setting(3, "held-out checks without a better accuracy before stopping", check=at_least(1))
 
     def __post_init__(self) -> None:
-        check_at_least(self, 1, "max_iterations", "check_every", "patience")
-        if not self.l2 >= 0:
-            raise SettingError("l2", f"must be >= 0, got {self.l2}", "--l2")
-        if not 0 < self.held_out < 1:
-            raise SettingError("held_out", f"must be between 0 and 1, got {self.held_out}", "--held-out")
+        check_settings(self)
 
 
 class LinearProbe(nn.Module):

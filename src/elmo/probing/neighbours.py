@@ -13,10 +13,10 @@ from itertools import islice
 import numpy as np
 
 from elmo.embedding.embedder import Embedder
-from elmo.embedding.text_input import read_sentences
 from elmo.errors import ElmoError, InputFileError
 from elmo.probing.activations import compute_activations
 from elmo.runtime.text_files import display_name
+from elmo.sentences import read_sentences
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -83,7 +83,7 @@ def read_corpus(
     path: str | os.PathLike, input_format: str = "text", max_sentences: int | None = None
 ) -> list[list[str]]:
     """The first ``max_sentences`` non-empty sentences of a text (one per line) or CoNLL-U file."""
-    lines: Iterator = (line.tokens for line in read_sentences(path, input_format) if line.tokens)
+    lines: Iterator = (line.tokens for line in read_sentences(path, input_format, what="input file") if line.tokens)
     sentences = list(islice(lines, max_sentences))
     if not sentences:
         raise InputFileError(f"{display_name(path)}: no sentences")

@@ -21,16 +21,22 @@ from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import numpy as np
-from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
 
-from elmo.embedding.embedder import Embedder, _select
+from elmo.embedding.contract import SentenceEmbedder, select_layers
+from elmo.errors import MissingExtraError
+from elmo.runtime.extras import install_hint
 from elmo.serving.batcher import DynamicBatcher, QueueFull
 from elmo.serving.metrics import Metrics
 from elmo.serving.requests import RequestError, parse_embed_request, too_large
 from elmo.serving.serve_options import ServeOptions
+
+try:  # the serve extra; this module is imported only where a service starts (elmo.serving.service)
+    from starlette.applications import Starlette
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+except ImportError as e:
+    raise MissingExtraError(install_hint("starlette", "serve", "elmo serve")) from e
 
 NPY = "application/x-npy"
 CLIENT_GONE = 499
@@ -49,10 +55,15 @@ def encode_npy(arrays: list[np.ndarray]) -> bytes:
     return out.getvalue()
 
 
-def create_app(embedder: Embedder, options: ServeOptions, model_name: str, api_key: str | None = None) -> Starlette:
+def create_app(
+    embedder: SentenceEmbedder, options: ServeOptions, model_name: str, api_key: str | None = None
+) -> Starlette:
     """The service over ``embedder``; ``api_key``: every request must carry ``Authorization: Bearer KEY``."""
     metrics = Metrics()
     header_name = model_name.encode("ascii", "backslashreplace").decode()  # HTTP headers are Latin-1 at most
+    provenance = embedder.provenance()
+    # every answer says what computed its vectors: a bf16 service gives other numbers than an fp32 one
+    made_by = {"X-Elmo-Precision": provenance["precision"], "X-Elmo-Device": provenance["device"]}
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
@@ -88,19 +99,21 @@ def create_app(embedder: Embedder, options: ServeOptions, model_name: str, api_k
             return Response(status_code=CLIENT_GONE)
         if future.exception() is not None:
             return error(500, f"embedding failed: {future.exception()}")
-        arrays = [_select(layers, parsed.output).astype(parsed.dtype) for layers in future.result()]
+        arrays = [select_layers(layers, parsed.output).astype(parsed.dtype) for layers in future.result()]
         metrics.latency.observe(time.monotonic() - started)
-        headers = {"X-Elmo-Model": header_name, "X-Elmo-Count": str(len(arrays))}
+        headers = {"X-Elmo-Model": header_name, "X-Elmo-Count": str(len(arrays)), **made_by}
         if NPY in request.headers.get("accept", ""):
             return Response(encode_npy(arrays), media_type=NPY, headers=headers)
-        return JSONResponse({"model": model_name, "output": parsed.output, "dtype": parsed.dtype,
+        return JSONResponse({"model": model_name, "precision": provenance["precision"],
+                             "device": provenance["device"], "output": parsed.output, "dtype": parsed.dtype,
                              "shapes": [list(a.shape) for a in arrays],
                              "embeddings": [a.tolist() for a in arrays]}, headers=headers)
 
     async def model(request: Request) -> Response:
         return JSONResponse({
             "model": model_name, "num_layers": embedder.num_layers, "output_dim": embedder.output_dim,
-            "precision": embedder.precision.value,
+            "precision": provenance["precision"], "device": provenance["device"],
+            "initial_state": provenance["initial_state"],
             "limits": {name: getattr(options, name) for name in (
                 "max_request_sentences", "max_sentence_tokens", "max_request_tokens", "max_request_bytes", "max_queue",
                 "max_batch_tokens", "max_batch_sentences", "max_wait_ms")},

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elmo.embedding.batch_plan import token_budget_batches
-from elmo.embedding.embedder import Embedder
+from elmo.embedding.contract import SentenceEmbedder
 from elmo.serving.metrics import Metrics
 from elmo.serving.requests import EmbedRequest
 from elmo.serving.serve_options import ServeOptions
@@ -61,7 +61,7 @@ class Job:
 class DynamicBatcher:
     """Queues :class:`EmbedRequest` s and answers each with its (L + 1, n, 2P) float32 arrays, in request order."""
 
-    def __init__(self, embedder: Embedder, options: ServeOptions, metrics: Metrics) -> None:
+    def __init__(self, embedder: SentenceEmbedder, options: ServeOptions, metrics: Metrics) -> None:
         self.embedder = embedder
         self.options = options
         self.metrics = metrics

@@ -1,42 +1,39 @@
-"""``elmo embed --server URL``: the ``elmo embed`` file job with the vectors computed by a running service.
+"""``elmo embed --server URL``: an embedder whose batches are computed by a running ``elmo serve``.
 
-:class:`RemoteEmbedder` is an :class:`~elmo.embedding.embedder.Embedder` whose model batches go to the service,
-so everything else is the same code as a local run: lines read lazily in chunks, sorted by length into
-token-budget batches (one request each), part files, ``--resume``, ``--all``/``--top``/``--average`` and the atomic
-merge into the same HDF5 layout.
+:class:`RemoteEmbedder` keeps the :class:`~elmo.embedding.contract.SentenceEmbedder` contract, so the file job runs
+as it does locally: lines read lazily in chunks, sorted by length into token-budget batches (one request each),
+part files, ``--resume``, ``--all``/``--top``/``--average`` and the atomic merge into the same HDF5 layout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 
 from elmo.client import ElmoClient
+from elmo.embedding.contract import Progress, embed_in_order
 from elmo.embedding.embed_options import EmbedOptions
-from elmo.embedding.embedder import Embedder
 from elmo.errors import ElmoError
 from elmo.precision import Precision
 
 
-class RemoteEmbedder(Embedder):
-    """An Embedder over ``client``'s service (stateless only: the service runs every sentence from zero states)."""
+class RemoteEmbedder:
+    """The embedder over ``client``'s service. ``options``: how this side batches (the service runs every sentence
+    from its own initial state: ``--initial-state`` belongs to ``elmo serve``)."""
 
-    def __init__(self, client: ElmoClient, options: EmbedOptions | None = None) -> None:  # noqa: D107
-        # no super().__init__: there is no local model; the attributes the file job reads are set here
+    def __init__(self, client: ElmoClient, options: EmbedOptions | None = None) -> None:
         self.client = client
         self.options = options or EmbedOptions()
-        if self.options.stateful:
-            raise ElmoError("--stateful carries LSTM states through the file: a service embeds statelessly; "
-                            "drop --server or --stateful")
-        if self.options.initial_state == "warm":
-            raise ElmoError("--initial-state warm runs the model here; a service starts every sentence from zero "
-                            "states: drop --server or --initial-state")
-        self.warm_state = None
+        if self.options.initial_state != "zero":
+            raise ElmoError(f"--initial-state {self.options.initial_state} runs the model here; a service chooses "
+                            "its own initial state (elmo serve --initial-state): drop --server or --initial-state")
         info = client.model()
         self.model_name = info["model"]
         self.precision = Precision(info["precision"])
+        self.device = info.get("device", "unknown")
+        self.initial_state = info.get("initial_state", "zero")
         self._num_layers, self._output_dim = info["num_layers"], info["output_dim"]
-        self._stateful = None
-        self.alignment = None
 
     @property
     def num_layers(self) -> int:
@@ -49,3 +46,15 @@ class RemoteEmbedder(Embedder):
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
         """One request per batch; the service's arrays are float32 (L + 1, n, 2P), as a local run's."""
         return self.client.embed(sentences, output="all", dtype="float32") if sentences else []
+
+    def embed_sentences(
+        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
+    ) -> Iterator[np.ndarray]:
+        return embed_in_order(self, sentences, batch_size, progress, "RemoteEmbedder.embed_sentences")
+
+    def provenance(self) -> dict[str, str]:
+        return {"model": self.model_name, "precision": self.precision.value, "device": f"{self.device} at "
+                f"{self.client.url}", "initial_state": self.initial_state}
+
+    def identity(self) -> dict[str, object]:
+        return {"precision": self.precision.value, "stateful": False}

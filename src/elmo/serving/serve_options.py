@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elmo.settings import check_at_least, setting
+from elmo.embedding.embed_options import EmbedOptions
+from elmo.precision import Precision
+from elmo.settings import SettingError, at_least, check_settings, setting
+from elmo.shared_settings import INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
 
 
 @dataclass(frozen=True)
@@ -13,27 +16,42 @@ class ServeOptions:
 
     host: str = setting("127.0.0.1", "address to listen on (0.0.0.0: every interface; see the security note "
                         "in docs/serving.md)")
-    port: int = setting(8080, "TCP port")
-    workers: int = setting(1, "worker processes, each with its own model and batcher, sharing the port")
-    max_batch_tokens: int = setting(4096, "most padded tokens (sentence boundaries included) in one model batch")
-    max_batch_sentences: int = setting(64, "most sentences in one model batch")
+    port: int = setting(8080, "TCP port", check=at_least(0))
+    workers: int = setting(1, "worker processes, each with its own model and batcher, sharing the port",
+                           check=at_least(1))
+    max_batch_tokens: int = MAX_BATCH_TOKENS.field(4096)
+    """Smaller than ``elmo embed``'s: a service answers small requests, and a smaller batch answers sooner."""
+    max_batch_sentences: int = setting(64, "most sentences in one model batch", check=at_least(1))
     max_wait_ms: float = setting(5.0, "how long the first queued request waits for others to batch with "
-                                 "(0: run at once; requests that arrive while the model runs still merge)")
+                                 "(0: run at once; requests that arrive while the model runs still merge)",
+                                 check=at_least(0))
     separate_requests: bool = setting(False, "run each request on its own: dynamic batching off (for comparisons)",
                                       flag="--no-merge-requests")
     vocab_cache: int = setting(50_000, "keep the token-layer vectors of up to N words across batches (0: off): a "
-                               "service sees the same words again and again", metavar="N")
-    """Unlike ``elmo embed`` (default off) the service caches: it cut the time of 2-sentence batches to 0.42
-    (docs/benchmarks/serving.md). A word's vector is computed once and reused (equal up to float rounding
-    to computing it in each batch)."""
-    max_queue: int = setting(64, "most requests waiting for the model; more get 503 with Retry-After")
-    max_request_sentences: int = setting(256, "most sentences in one request (more: 413)")
-    max_sentence_tokens: int = setting(512, "most tokens in one sentence (more: 413)")
-    max_request_tokens: int = setting(8192, "most tokens in one request, all sentences together (more: 413)")
-    max_request_bytes: int = setting(1_000_000, "largest request body in bytes (more: 413)")
+                               "service sees the same words again and again", metavar="N", check=at_least(0))
+    """Unlike ``elmo embed`` (default off) the service caches: small batches of the same frequent words are where the
+    token layer's cost shows (docs/benchmarks/serving.md). A word's vector is computed once and reused (equal up to
+    float rounding to computing it in each batch)."""
+    max_queue: int = setting(64, "most requests waiting for the model; more get 503 with Retry-After",
+                             check=at_least(1))
+    max_request_sentences: int = setting(256, "most sentences in one request (more: 413)", check=at_least(1))
+    max_sentence_tokens: int = setting(512, "most tokens in one sentence (more: 413)", check=at_least(1))
+    max_request_tokens: int = setting(8192, "most tokens in one request, all sentences together (more: 413)",
+                                      check=at_least(1))
+    max_request_bytes: int = setting(1_000_000, "largest request body in bytes (more: 413)", check=at_least(1))
     access_log: bool = setting(False, "log one line per request")
+    precision: Precision = PRECISION.field()
+    initial_state: str = INITIAL_STATE.field()
+    """``zero`` or ``warm``: each sentence's vectors must not depend on the requests it was batched with."""
 
     def __post_init__(self) -> None:
-        check_at_least(self, 0, "port", "max_wait_ms", "vocab_cache")
-        check_at_least(self, 1, "workers", "max_batch_tokens", "max_batch_sentences", "max_queue",
-                       "max_request_sentences", "max_sentence_tokens", "max_request_tokens", "max_request_bytes")
+        check_settings(self)
+        if self.initial_state == "carry":
+            raise SettingError("initial_state", "carry is not served: a sentence's vectors would depend on the "
+                               "requests batched before it; use zero or warm", "--initial-state")
+
+    def embed_options(self) -> EmbedOptions:
+        """How the service's model runs: its batches are the service's."""
+        return EmbedOptions(precision=self.precision, initial_state=self.initial_state,
+                            max_batch_tokens=self.max_batch_tokens, batch_size=self.max_batch_sentences,
+                            vocab_cache=self.vocab_cache)

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.embedder import Embedder
+from elmo.runtime.extras import require
 from elmo.serving.serve_options import ServeOptions
 
 log = logging.getLogger("elmo")
@@ -43,12 +43,10 @@ class ModelSpec:
         return load_bilm(options_file=self.options_file, weight_file=self.weight_file)
 
 
-def run_service(spec: ModelSpec, options: ServeOptions, embed_options: EmbedOptions, api_key: str | None,
-                bilm=None) -> None:
+def run_service(spec: ModelSpec, options: ServeOptions, api_key: str | None, bilm=None) -> None:
     """Serve until SIGTERM/SIGINT. ``bilm``: the model already loaded from ``spec`` (one process only)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "serve", "elmo serve")
 
-    embed_options = _batching(embed_options, options)
     common = dict(host=options.host, port=options.port, access_log=options.access_log, timeout_graceful_shutdown=None,
                   log_level="info" if log.getEffectiveLevel() <= logging.INFO else "warning")
     # uvicorn re-raises the signal it stopped on once it has shut down; a no-op handler makes that a clean exit
@@ -56,13 +54,12 @@ def run_service(spec: ModelSpec, options: ServeOptions, embed_options: EmbedOpti
     if options.workers == 1:
         from elmo.serving.app import create_app
 
-        embedder = Embedder(bilm if bilm is not None else spec.load(), embed_options, device=spec.device)
+        embedder = Embedder(bilm if bilm is not None else spec.load(), options.embed_options(), device=spec.device,
+                            model_name=spec.name)
         uvicorn.run(create_app(embedder, options, spec.name, api_key), **common)
         return
-    os.environ[WORKER_SPEC] = json.dumps({"spec": asdict(spec), "options": asdict(options),
-                                          "embed_options": asdict(embed_options) | {
-                                              "precision": embed_options.precision.value},
-                                          "api_key": api_key})
+    os.environ[WORKER_SPEC] = json.dumps({"spec": asdict(spec), "options": asdict(options) | {
+                                              "precision": options.precision.value}, "api_key": api_key})
     log.info("starting %d worker processes, each loading %s", options.workers, spec.name)
     # a worker answers the supervisor's health checks once torch is imported (seconds on a loaded machine)
     uvicorn.run("elmo.serving.service:worker_app", factory=True, workers=options.workers,
@@ -77,13 +74,5 @@ def worker_app():
     options = ServeOptions(**given["options"])
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // options.workers))  # the workers share the cores
     spec = ModelSpec(**given["spec"])
-    embedder = Embedder(spec.load(), EmbedOptions(**given["embed_options"]), device=spec.device)
+    embedder = Embedder(spec.load(), options.embed_options(), device=spec.device, model_name=spec.name)
     return create_app(embedder, options, spec.name, given["api_key"])
-
-
-def _batching(embed_options: EmbedOptions, options: ServeOptions) -> EmbedOptions:
-    """The embedder's batch limits and token-layer cache are the service's."""
-    from dataclasses import replace
-
-    return replace(embed_options, max_tokens_per_batch=options.max_batch_tokens,
-                   batch_size=options.max_batch_sentences, vocab_cache=options.vocab_cache)

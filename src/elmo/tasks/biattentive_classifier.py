@@ -12,13 +12,17 @@ Simplification: the original's final maxout network is a ReLU feed-forward layer
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from elmo.tasks.bilstm import BiLSTMEncoder
 from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.task_batches import TaskBatch
-from elmo.tasks.task_config import ModelConfig
+
+if TYPE_CHECKING:  # a type hint only: kinds.py imports the models, task_config.py imports kinds.py
+    from elmo.tasks.task_config import ModelConfig
 
 
 class BiattentiveClassifier(SentenceClassifier):

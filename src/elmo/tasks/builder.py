@@ -9,10 +9,7 @@ from elmo.config import CharCNNConfig
 from elmo.errors import ConfigError
 from elmo.modules.bilm import BiLM
 from elmo.modules.elmo import Elmo, ElmoHead
-from elmo.tasks.biattentive_classifier import BiattentiveClassifier
-from elmo.tasks.classifier import MaxPoolClassifier
 from elmo.tasks.elmo_features import CachedElmo, mix_initial_weights
-from elmo.tasks.tagger import CrfTagger
 from elmo.tasks.task_config import ElmoUseConfig, TaskConfig
 from elmo.tasks.task_encoder import TaskEncoder
 from elmo.tasks.token_input import TokenInput
@@ -36,7 +33,8 @@ def build_elmo(config: ElmoUseConfig, num_layers: int, bilm: BiLM | None = None)
 def build_task_model(
     config: TaskConfig, word_vectors: np.ndarray, labels: list[str], elmo: ElmoHead | None, elmo_dim: int
 ) -> TaskEncoder:
-    """A :class:`CrfTagger` (``ner``), or a :class:`MaxPoolClassifier` or :class:`BiattentiveClassifier` (``sst``)."""
+    """The model of the config's task kind (:attr:`elmo.tasks.kinds.TaskKind.model`): the CRF tagger, or a sentence
+    classifier chosen by ``model.classifier``."""
     m = config.model
     char_cnn = None
     if m.char_filters > 0:
@@ -47,8 +45,4 @@ def build_task_model(
             max_characters_per_token=m.max_characters_per_token,
         )
     token_input = TokenInput(torch.from_numpy(word_vectors), m.freeze_word_vectors, char_cnn)
-    if config.task == "ner":
-        head = CrfTagger
-    else:
-        head = BiattentiveClassifier if m.classifier == "bcn" else MaxPoolClassifier
-    return head(token_input, m, labels, elmo, elmo_dim)
+    return config.kind.model(m)(token_input, m, labels, elmo, elmo_dim)

@@ -10,13 +10,16 @@ ELMo^out (its own scalar mix) is present only with ``at_output``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from elmo.tasks.task_batches import TaskBatch
-from elmo.tasks.task_config import ModelConfig
 from elmo.tasks.task_encoder import TaskEncoder
+
+if TYPE_CHECKING:  # a type hint only: kinds.py imports the models, task_config.py imports kinds.py
+    from elmo.tasks.task_config import ModelConfig
 
 
 class SentenceClassifier(TaskEncoder):

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import random
 
-from elmo.tasks.conll import read_conll
-from elmo.tasks.sentence_labels import read_labelled_sentences
+from elmo.tasks.kinds import task_kind
 from elmo.tasks.task_trainer import TaskData
 
 
 def read_examples(task: str, path: str | os.PathLike) -> list:
-    """CoNLL columns for ``ner``; ``label<TAB>sentence`` for ``sst``."""
-    return read_conll(path) if task == "ner" else read_labelled_sentences(path)
+    """The examples of a data file of the task kind ``task`` (:data:`~elmo.tasks.kinds.TASK_KINDS`)."""
+    return task_kind(task).read(path)
 
 
 def take(examples: list, fraction: float = 1.0, limit: int | None = None, seed: int = 0) -> list:

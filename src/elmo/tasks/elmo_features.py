@@ -11,7 +11,6 @@ Both are an :class:`~elmo.modules.elmo.ElmoHead` (the mixes, dropout and their p
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -26,6 +25,7 @@ from tqdm import tqdm
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
 from elmo.modules.elmo import Elmo, ElmoHead
+from elmo.runtime.hashing import digest_of, tensor_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def elmo_representations(elmo: ElmoHead, mask: torch.Tensor, elmo_ids=None, elmo
 
 def sentence_key(words: Sequence[str]) -> str:
     """Content address of a sentence: the same sentence in any file or data slice shares one cache entry."""
-    return hashlib.sha1("\x1f".join(words).encode("utf-8")).hexdigest()
+    return digest_of("\x1f".join(words), "sha1")
 
 
 class ActivationCache:
@@ -168,21 +168,13 @@ class ActivationCache:
 
 def weights_hash(module: nn.Module) -> str:
     """sha1 over every tensor of the module's state (names, shapes and values)."""
-    digest = hashlib.sha1()
-    for name, tensor in module.state_dict().items():
-        digest.update(f"{name}:{tuple(tensor.shape)};".encode())
-        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    return digest.hexdigest()
+    return tensor_fingerprint(module.state_dict(), "sha1")
 
 
 def bilm_fingerprint(bilm_dir: str | os.PathLike) -> str:
     """Short id of a biLM directory's files (names, sizes, mtimes), to name its activation cache."""
-    directory = Path(bilm_dir)
-    digest = hashlib.sha1()
-    for f in sorted(p for p in directory.iterdir() if p.is_file()):
-        stat = f.stat()
-        digest.update(f"{f.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.hexdigest()[:16]
+    stats = [(f.name, f.stat()) for f in sorted(p for p in Path(bilm_dir).iterdir() if p.is_file())]
+    return digest_of((f"{name}:{stat.st_size}:{stat.st_mtime_ns};" for name, stat in stats), "sha1")[:16]
 
 
 def pad_layers(arrays: Sequence[np.ndarray]) -> torch.Tensor:

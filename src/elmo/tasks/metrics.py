@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from elmo.runtime.extras import require
+
 
 def conll_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> float:
     """Micro-averaged entity F1 in [0, 100], as conlleval computes it."""
-    from seqeval.metrics import f1_score
+    f1_score = require("seqeval.metrics", "tasks", "the ner span F1").f1_score
 
     return 100.0 * float(f1_score([list(g) for g in gold], [list(p) for p in predicted]))
 

@@ -13,7 +13,7 @@ from torch import nn
 from tqdm import tqdm
 
 from elmo.tasks.elmo_features import ActivationCache, CachedElmo
-from elmo.tasks.metrics import accuracy, conll_f1
+from elmo.tasks.kinds import TaskKind
 from elmo.tasks.task_batches import TaskBatch, make_batch, tag_targets
 from elmo.tasks.task_config import TaskConfig
 from elmo.tasks.word_index import LabelIndex, WordIndex
@@ -36,15 +36,20 @@ class TaskRunner:
         return "cached" if isinstance(elmo, CachedElmo) else "ids"
 
     @property
+    def kind(self) -> TaskKind:
+        return self.config.kind
+
+    @property
     def is_tagger(self) -> bool:
-        return self.config.task == "ner"
+        """Whether the model tags tokens (a tag list per sentence) rather than labelling sentences."""
+        return self.kind.tags_tokens
 
     def batch(self, examples: Sequence, with_targets: bool) -> TaskBatch:
         targets = None
-        if with_targets and self.is_tagger:
-            targets = tag_targets([e.tags for e in examples], self.labels.ids)
-        elif with_targets:
-            targets = torch.tensor([self.labels.ids[e.label] for e in examples])
+        if with_targets:
+            gold = [self.kind.gold(e) for e in examples]
+            ids = self.labels.ids
+            targets = tag_targets(gold, ids) if self.is_tagger else torch.tensor([ids[label] for label in gold])
         batch = make_batch(
             [e.words for e in examples],
             self.word_index,
@@ -89,10 +94,8 @@ class TaskRunner:
         return out
 
     def score(self, examples: Sequence, predicted: Sequence) -> float:
-        """CoNLL span F1 (tagger) or accuracy (classifier), in percent."""
-        if self.is_tagger:
-            return conll_f1([e.tags for e in examples], predicted)
-        return accuracy([e.label for e in examples], predicted)
+        """The task kind's metric (span F1 of a tagger, accuracy of a classifier), in percent."""
+        return self.kind.metric([self.kind.gold(e) for e in examples], predicted)
 
     def layer_weights(self) -> list[dict]:
         """softmax(w) and gamma of each ELMo mix (input first, then output)."""

@@ -8,14 +8,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from elmo.tasks.crf import ConditionalRandomField, bio_allowed_transitions, is_bio
 from elmo.tasks.task_batches import TaskBatch
-from elmo.tasks.task_config import ModelConfig
 from elmo.tasks.task_encoder import TaskEncoder
+
+if TYPE_CHECKING:  # a type hint only: kinds.py imports the models, task_config.py imports kinds.py
+    from elmo.tasks.task_config import ModelConfig
 
 
 class CrfTagger(TaskEncoder):

@@ -22,9 +22,9 @@ from elmo.formats.checked_reads import load_checked_state, read_json, read_safet
 from elmo.formats.model_files import load_bilm
 from elmo.formats.published import resolve_model
 from elmo.runtime.atomic_files import write_atomic, write_json_atomic
+from elmo.runtime.hashing import sha256_file
 from elmo.tasks.builder import build_elmo, build_task_model
 from elmo.tasks.elmo_features import ActivationCache
-from elmo.tasks.files import sha256_file
 from elmo.tasks.runner import TaskRunner
 from elmo.tasks.task_config import TaskConfig
 from elmo.tasks.word_index import LabelIndex, WordIndex

@@ -1,5 +1,9 @@
-"""Task-model configs: JSON files (the shipped ones in ``elmo/presets/tasks/``) map onto these dataclasses (unknown
-keys are errors)."""
+"""Task-model configs: JSON files (the shipped ones in ``elmo/presets/tasks/``) map onto these dataclasses.
+
+Every key of the ``elmo``, ``model`` and ``train`` sections is a :func:`~elmo.settings.setting`: its default, help
+line and check are declared once, beside it; unknown keys and refused values are one-line errors naming the file
+and the key (``ner.json: train.learning_rate must be a finite number, got inf``).
+"""
 
 from __future__ import annotations
 
@@ -9,46 +13,45 @@ from pathlib import Path
 from typing import Any
 
 from elmo.errors import ConfigError
-from elmo.modules.initial_state import INITIAL_STATES
-from elmo.precision import Precision, parse_precision
+from elmo.precision import Precision
 from elmo.presets import TASK_PRESET_DIR, preset_path
+from elmo.settings import at_least, check_keys, check_settings, fraction, greater_than, setting
+from elmo.shared_settings import INITIAL_STATE, PRECISION, SEED
+from elmo.tasks.kinds import CLASSIFIERS, TASK_KINDS, TaskKind, task_kind
 
-TASKS = ("ner", "sst")
+ELMO_LAYERS = ("all", "top")
 
 
 @dataclass
 class ElmoUseConfig:
     """How the task model uses ELMo (paper section 3.3, Tables 2 and 3)."""
 
-    enabled: bool = True
-    """False gives the baseline: the same task model without ELMo."""
-    layers: str = "all"
-    """``all``: a learned softmax mix of the L + 1 layers; ``top``: the top layer only (fixed weights)."""
-    l2_coef: float = 0.001
-    """lambda in lambda * ||w||^2 on the pre-softmax mix weights (ignored for ``top``)."""
-    dropout: float = 0.5
-    """Dropout on each ELMo representation."""
-    do_layer_norm: bool = False
-    at_output: bool = False
-    """Also concatenate ELMo (its own mix) to the task encoder's output."""
-    cached: bool = True
-    """Precompute the frozen biLM's activations once; False runs the biLM inside the model every batch."""
-    embed_batch_size: int = 64
-    precision: Precision = Precision.AUTO
-    """Of the biLM pass that fills the activation cache (``elmo embed --precision``); on the fly it runs in fp32."""
-    initial_state: str = "zero"
+    enabled: bool = setting(True, "use ELMo; false gives the baseline: the same task model without ELMo")
+    layers: str = setting(
+        "all", "all: a learned softmax mix of the L + 1 layers; top: the top layer only (fixed weights)",
+        choices=ELMO_LAYERS,
+    )
+    l2_coef: float = setting(
+        0.001, "lambda in lambda * ||w||^2 on the pre-softmax mix weights (ignored for top)", check=at_least(0)
+    )
+    dropout: float = setting(0.5, "dropout on each ELMo representation", check=fraction())
+    do_layer_norm: bool = setting(False, "the original's masked-batch layer norm of each biLM layer before mixing")
+    at_output: bool = setting(False, "also concatenate ELMo (its own mix) to the task encoder's output")
+    cached: bool = setting(
+        True, "precompute the frozen biLM's activations once; false runs the biLM inside the model every batch"
+    )
+    embed_batch_size: int = setting(64, "sentences per biLM batch when the activation cache is filled",
+                                    check=at_least(1))
+    precision: Precision = PRECISION.field(Precision.AUTO)
+    """Of the biLM pass that fills the activation cache (``elmo embed --precision``); on the fly it runs in fp32.
+    ``auto`` by default, as in training: a task model trains."""
+    initial_state: str = INITIAL_STATE.field()
     """Where the frozen biLM's LSTM state starts for each sentence (``elmo embed --initial-state``): ``zero``,
     ``warm`` or ``carry`` (the cache is filled in data order, each sentence starting where the previous one
     ended). Cached activations only; on the fly the biLM starts from zeros."""
 
     def __post_init__(self) -> None:
-        self.precision = parse_precision(self.precision, "elmo.precision")
-        if self.initial_state not in INITIAL_STATES:
-            raise ConfigError(f"elmo.initial_state: expected one of {INITIAL_STATES}, got {self.initial_state!r}")
-        if self.layers not in ("all", "top"):
-            raise ConfigError(f"elmo.layers: expected 'all' or 'top', got {self.layers!r}")
-        if self.l2_coef < 0 or not 0 <= self.dropout < 1:
-            raise ConfigError(f"elmo: need l2_coef >= 0 and 0 <= dropout < 1, got {self.l2_coef}, {self.dropout}")
+        check_settings(self, prefix="elmo.")
 
 
 @dataclass
@@ -56,80 +59,100 @@ class ModelConfig:
     """The task encoder. The tagger uses a char-CNN; the classifier usually does not (char_filters = 0)."""
 
     # the context-independent token input x_k: word vectors and the task's own char CNN
-    word_dim: int = 100  # word-vector size when no pretrained vectors are given (otherwise theirs)
-    freeze_word_vectors: bool = False
-    char_embedding_dim: int = 16
-    char_filters: int = 128
-    char_width: int = 3
-    max_characters_per_token: int = 20  # the biLM always sees 50; the task CNN's cost grows with this
+    word_dim: int = setting(100, "word-vector size when no pretrained vectors are given (otherwise theirs)",
+                            check=at_least(1))
+    freeze_word_vectors: bool = setting(False, "keep the word vectors as initialised (pretrained or random)")
+    char_embedding_dim: int = setting(16, "the task char CNN's character embedding size", check=at_least(1))
+    char_filters: int = setting(128, "the task char CNN's filters (0: no char CNN)", check=at_least(0))
+    char_width: int = setting(3, "the task char CNN's filter width, in characters", check=at_least(1))
+    max_characters_per_token: int = setting(20, "characters of each token the task char CNN sees",
+                                            check=at_least(1))
+    """The biLM always sees 50; the task CNN's cost grows with this."""
     # the BiLSTM encoder
-    hidden_dim: int = 200  # per direction, for every BiLSTM layer
-    num_layers: int = 2  # per BiLSTM (the BCN has two: encoder and integrator)
-    dropout: float = 0.5  # on the BiLSTM's input, between its layers and before the output layers
+    hidden_dim: int = setting(200, "BiLSTM width per direction, for every BiLSTM layer", check=at_least(1))
+    num_layers: int = setting(2, "layers per BiLSTM (the BCN has two BiLSTMs: encoder and integrator)",
+                              check=at_least(1))
+    dropout: float = setting(0.5, "dropout on the BiLSTM's input, between its layers and before the output layers",
+                             check=fraction())
     # the heads
-    classifier: str = "maxpool"  # sst: maxpool (BiLSTM + max-pooling) or bcn (the paper's biattentive network)
-    classifier_hidden_dim: int = 200  # classifiers: the feed-forward layer after pooling
-    bio_constraints: bool = True  # tagger: forbid invalid BIO transitions (used only when all tags are O/B-X/I-X)
+    classifier: str = setting(
+        "maxpool", "sentence classifiers: maxpool (BiLSTM + max-pooling) or bcn (the paper's biattentive network)",
+        choices=tuple(CLASSIFIERS),
+    )
+    classifier_hidden_dim: int = setting(200, "sentence classifiers: the feed-forward layer after pooling",
+                                         check=at_least(1))
+    bio_constraints: bool = setting(
+        True, "tagger: forbid invalid BIO transitions (used only when all tags are O/B-X/I-X)"
+    )
 
     def __post_init__(self) -> None:
-        if self.classifier not in ("maxpool", "bcn"):
-            raise ConfigError(f"model.classifier: expected 'maxpool' or 'bcn', got {self.classifier!r}")
+        check_settings(self, prefix="model.")
 
 
 @dataclass
 class TaskTrainConfig:
     """A task model's ``train`` section; a biLM trains by :class:`elmo.training.train_config.TrainConfig`."""
 
-    epochs: int = 20
-    batch_size: int = 32
-    learning_rate: float = 0.001
-    grad_clip: float = 5.0
-    patience: int = 5
-    """Stop after this many epochs without a better dev score, once it has left 0 (a tagger tagging everything
-    ``O`` on a few hundred sentences can sit at F1 0 for several epochs before it starts to learn)."""
-    seed: int = 0
-    max_vocab: int = 50000
-    """Most frequent pretrained words kept."""
+    epochs: int = setting(20, "most training epochs (early stopping may end the run sooner)", check=at_least(1))
+    batch_size: int = setting(32, "sentences per training batch", check=at_least(1))
+    learning_rate: float = setting(0.001, "Adam's learning rate", check=greater_than(0))
+    grad_clip: float = setting(5.0, "gradient-norm clip", check=greater_than(0))
+    patience: int = setting(5, "epochs without a better dev score before stopping, once the score has left 0",
+                            check=at_least(1))
+    """Counted once the dev score has left 0 (a tagger tagging everything ``O`` on a few hundred sentences can sit at
+    F1 0 for several epochs before it starts to learn)."""
+    seed: int = SEED.field()
+    max_vocab: int = setting(50000, "most frequent pretrained words kept", check=at_least(1))
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "patience"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"train.{name}: expected >= 1, got {getattr(self, name)}")
+        check_settings(self, prefix="train.")
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "elmo": ElmoUseConfig, "train": TaskTrainConfig}
+"""A task config's sections: its JSON objects, by key."""
 
 
 @dataclass
 class TaskConfig:
     task: str
-    """``ner``: CoNLL tagging with a CRF tagger (seqeval F1); ``sst``: label TAB sentence classification (accuracy)."""
+    """The task kind: a name in :data:`elmo.tasks.kinds.TASK_KINDS`."""
     model: ModelConfig = field(default_factory=ModelConfig)
     elmo: ElmoUseConfig = field(default_factory=ElmoUseConfig)
     train: TaskTrainConfig = field(default_factory=TaskTrainConfig)
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ConfigError(f"task: expected one of {TASKS}, got {self.task!r}")
+        task_kind(self.task)
+
+    @property
+    def kind(self) -> TaskKind:
+        """What the task name decides: the data format, targets, metric and model."""
+        return task_kind(self.task)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> TaskConfig:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a JSON object")
-        _check_keys(data, {f.name for f in dataclasses.fields(cls)}, source, "")
-        parts = {}
-        for name, kind in (("model", ModelConfig), ("elmo", ElmoUseConfig), ("train", TaskTrainConfig)):
-            section = data.get(name, {})
-            if not isinstance(section, dict):
-                raise ConfigError(f"{source}: '{name}' must be an object")
-            _check_keys(section, {f.name for f in dataclasses.fields(kind)}, source, f"{name}.")
-            parts[name] = kind(**section)
+        """``data`` as parsed from a JSON file; every error is one line starting with ``source``."""
+        check_keys(data, {f.name for f in dataclasses.fields(cls)}, source)
         if "task" not in data:
-            raise ConfigError(f"{source}: missing 'task' (one of {TASKS})")
-        return cls(task=data["task"], **parts)
+            raise ConfigError(f"{source}: missing 'task' (one of {', '.join(TASK_KINDS)})")
+        for name, section in SECTIONS.items():
+            check_keys(data.get(name, {}), {f.name for f in dataclasses.fields(section)}, source, f"{name}.")
+        try:
+            return cls._from_checked_keys(data)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+
+    @classmethod
+    def _from_checked_keys(cls, data: dict[str, Any]) -> TaskConfig:
+        return cls(task=data["task"], **{name: section(**data.get(name, {})) for name, section in SECTIONS.items()})
 
     def replace(self, **overrides: Any) -> TaskConfig:
-        """Copy with dotted overrides, e.g. ``replace(**{"elmo.enabled": False, "train.seed": 2})``."""
+        """Copy with dotted overrides, e.g. ``replace(**{"elmo.enabled": False, "train.seed": 2})``.
+
+        A refused value raises the setting's own :class:`~elmo.settings.SettingError` (``train.seed must be >= 0,
+        got -1``), which the CLI spells as the flag that gave it (``--seed``)."""
         data = self.to_dict()
         for dotted, value in overrides.items():
             section, _, key = dotted.rpartition(".")
@@ -137,18 +160,12 @@ class TaskConfig:
             if key not in target:
                 raise ConfigError(f"unknown config key {dotted!r}")
             target[key] = value
-        return TaskConfig.from_dict(data)
-
-
-def _check_keys(data: dict[str, Any], allowed: set[str], source: str, prefix: str) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
+        return TaskConfig._from_checked_keys(data)
 
 
 def read_task_config(name_or_path: str | Path) -> TaskConfig:
-    """Load a task config: a shipped one by name (``ner``, ``sst``, ...: :data:`TASK_PRESET_DIR`) or a JSON file;
-    errors name the file and the key."""
+    """Load a task config: a shipped one by name (:data:`TASK_PRESET_DIR`) or a JSON file; errors name the file and
+    the key."""
     from elmo.formats.checked_reads import read_json
 
     path = preset_path(str(name_or_path), TASK_PRESET_DIR)

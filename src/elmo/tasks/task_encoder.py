@@ -11,6 +11,7 @@ models use (``token_input.*``, ``elmo.*``, ``encoder.*``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -19,8 +20,10 @@ from elmo.modules.elmo import ElmoHead
 from elmo.tasks.bilstm import BiLSTMEncoder
 from elmo.tasks.elmo_features import elmo_representations
 from elmo.tasks.task_batches import TaskBatch
-from elmo.tasks.task_config import ModelConfig
 from elmo.tasks.token_input import TokenInput
+
+if TYPE_CHECKING:  # a type hint only: kinds.py imports the models, task_config.py imports kinds.py
+    from elmo.tasks.task_config import ModelConfig
 
 
 class TaskEncoder(nn.Module):

@@ -24,10 +24,8 @@ from elmo.formats.model_files import load_bilm
 from elmo.formats.published import resolve_model
 from elmo.runtime.atomic_files import write_json_atomic
 from elmo.tasks.builder import build_elmo, build_task_model
-from elmo.tasks.conll import write_conll_predictions
 from elmo.tasks.elmo_features import ActivationCache
 from elmo.tasks.runner import TaskRunner
-from elmo.tasks.sentence_labels import write_label_predictions
 from elmo.tasks.task_checkpoint import BILM_PREFIX, save_task_model
 from elmo.tasks.task_config import TaskConfig
 from elmo.tasks.word_index import LabelIndex, build_word_index, embedding_matrix
@@ -38,8 +36,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TaskData:
-    """Examples: :class:`~elmo.tasks.conll.TaggedSentence` (ner) or
-    :class:`~elmo.tasks.sentence_labels.LabelledSentence` (sst)."""
+    """Examples as the task kind reads them: :class:`~elmo.tasks.conll.TaggedSentence` (token tagging) or
+    :class:`~elmo.tasks.sentence_labels.LabelledSentence` (sentence labels)."""
 
     train: list
     dev: list
@@ -80,8 +78,7 @@ def build_runner(
     if vectors is None:
         vectors = torch.randn(1, config.model.word_dim).numpy() * 0.1
     matrix = embedding_matrix(word_index, pretrained_words, vectors, config.train.seed)
-    targets = [t for e in data.train for t in e.tags] if config.task == "ner" else [e.label for e in data.train]
-    labels = LabelIndex(targets)
+    labels = LabelIndex(config.kind.label_targets(data.train))
     elmo, cache, dim = None, None, 0
     if config.elmo.enabled:
         if bilm_dir is None:
@@ -181,10 +178,7 @@ def _finish_split(runner: TaskRunner, examples: Sequence, output_dir, split: str
 
 
 def write_predictions(runner: TaskRunner, path: Path, examples: Sequence, predicted: Sequence) -> None:
-    if runner.is_tagger:
-        write_conll_predictions(path, examples, predicted)
-    else:
-        write_label_predictions(path, examples, predicted)
+    runner.kind.write_predictions(path, examples, predicted)
 
 
 def _resolved(path) -> str | None:

@@ -1,4 +1,4 @@
-"""Context-independent word vectors for the baseline, trained with gensim on the biLM's own corpus.
+"""Context-independent word vectors for the baseline, trained with gensim (the tasks extra) on the biLM's own corpus.
 
 The paper's baselines use GloVe; we train word2vec (or fastText) on the same unlabelled text as the biLM, so the
 baseline and +ELMo models see exactly the same data. Vectors are stored in the plain word2vec text format
@@ -16,6 +16,7 @@ import numpy as np
 
 from elmo.errors import InputFileError
 from elmo.runtime.atomic_files import write_atomic
+from elmo.runtime.extras import require
 from elmo.runtime.text_files import check_input, is_stream, read_text_lines
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def train_word_vectors(
     workers: int = 2,
 ) -> int:
     """Train skip-gram vectors on ``corpus`` and write them to ``output``; returns the vocabulary size."""
-    from gensim.models import FastText, Word2Vec  # heavy import, only needed here
+    models = require("gensim.models", "tasks", "training word vectors")  # heavy import, only needed here
 
     corpus = Path(corpus)
     check_input(corpus, "corpus file")
@@ -54,7 +55,7 @@ def train_word_vectors(
                              "pipe; save it to a file")
     if algorithm not in ("word2vec", "fasttext"):
         raise ValueError(f"algorithm must be 'word2vec' or 'fasttext', got {algorithm!r}")
-    model_class = Word2Vec if algorithm == "word2vec" else FastText
+    model_class = models.Word2Vec if algorithm == "word2vec" else models.FastText
     model = model_class(
         sentences=_Corpus(corpus),
         vector_size=dim,

@@ -1,4 +1,4 @@
-"""Text shards: discovery by glob, line reading with clear errors, and a resumable shuffled sentence stream.
+"""Text shards: discovery by glob, loading (:mod:`elmo.sentences`), and a resumable shuffled sentence stream.
 
 A corpus is one or more shards (plain text or ``.gz``), one whitespace-tokenised sentence per line. Like the original
 ``LMDataset``, training visits the shards in a shuffled order each epoch and shuffles the sentences of a shard after
@@ -11,14 +11,15 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from elmo.errors import InputFileError
-from elmo.runtime.text_files import STDIN, display_name, is_stream, read_text_lines
+from elmo.runtime.text_files import STDIN, display_name, is_stream
+from elmo.sentences import read_sentences
 
 
 def expand_shards(patterns: str | Sequence[str]) -> list[Path]:
@@ -43,20 +44,10 @@ def expand_shards(patterns: str | Sequence[str]) -> list[Path]:
     return shards
 
 
-def read_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
-    """Yield (line number, tokens) for every non-blank line of a shard, streaming.
-
-    Raises InputFileError naming the file (and line) for a missing file, a truncated or corrupt gzip, or a line
-    that is not UTF-8.
-    """
-    for number, line in read_text_lines(path):
-        if tokens := line.split():
-            yield number, tokens
-
-
 def load_shard(path: Path) -> list[list[str]]:
-    """All sentences of a shard; each distinct word is stored once (``sys.intern``), which keeps big shards small."""
-    return [[sys.intern(t) for t in tokens] for _, tokens in read_sentences(path)]
+    """All sentences of a shard (its non-blank lines); each distinct word is stored once (``sys.intern``), which
+    keeps big shards small."""
+    return [[sys.intern(t) for t in line.tokens] for line in read_sentences(path, skip_blank=True)]
 
 
 @dataclass

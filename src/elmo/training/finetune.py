@@ -17,12 +17,13 @@ import torch
 from elmo.devices import checked_device
 from elmo.formats.checked_reads import read_json
 from elmo.formats.model_files import load_bilm, read_model_config
+from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_json_atomic
 from elmo.runtime.distributed import DistInfo
-from elmo.training.corpus import read_sentences
+from elmo.sentences import read_sentences
 from elmo.training.perplexity import perplexity
-from elmo.training.run_files import FINETUNE_FILE, SOFTMAX_FILE, VOCAB_FILE, read_softmax, wrap_bilm
+from elmo.training.run_files import FINETUNE_FILE, VOCAB_FILE, wrap_bilm
 from elmo.training.trainer import TrainSpec, check_run_dir, start_run
 from elmo.vocab import Vocabulary
 
@@ -59,7 +60,7 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     spec = dataclasses.replace(spec, config=bilm.config, initial_model=lm)
     check_run_dir(spec)  # before the held-out pass, which a run directory in use would waste
     result: dict[str, Any] = {"before": _recorded_before(spec), "after": None}
-    sentences = [t for _, t in read_sentences(spec.valid_path)] if spec.valid_path else None
+    sentences = [line.tokens for line in read_sentences(spec.valid_path, skip_blank=True)] if spec.valid_path else None
     if sentences and result["before"] is None:  # measured before a resumed trainer loads its checkpoint into lm
         result["before"] = perplexity(lm, vocab, sentences, rows=spec.train.eval_rows).to_dict()
     if result["before"] is not None:

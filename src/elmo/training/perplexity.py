@@ -30,10 +30,10 @@ from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.formats.warm_state import warm_state_for
-from elmo.modules.initial_state import INITIAL_STATES
 from elmo.modules.language_model import BiLMLanguageModel
+from elmo.sentences import read_sentences
 from elmo.settings import SettingError
-from elmo.training.corpus import read_sentences
+from elmo.shared_settings import INITIAL_STATES
 from elmo.training.run_files import load_language_model
 from elmo.vocab import Vocabulary
 
@@ -68,13 +68,13 @@ def model_perplexity(
     unroll_steps: int = 20, device: torch.device | str | None = None, initial_state: str = "carry",
 ) -> PerplexityResult:
     """Perplexity of a run directory or an export directory (``model``) on a text file (``data``), on ``device``
-    (default CPU).
+    (default: CUDA when available, else the CPU).
 
     ``vocab`` defaults to the vocab.txt stored with the model; it must have one word per softmax row.
     """
     if rows < 1:
         raise SettingError("rows", f"must be >= 1, got {rows}")
-    device = checked_device(device or "cpu")
+    device = checked_device(device)
     lm, stored_vocab = load_language_model(model)
     words = Vocabulary.from_file(vocab, require_special_tokens=True) if vocab else stored_vocab
     if words is None:
@@ -82,7 +82,7 @@ def model_perplexity(
     if len(words) != lm.softmax.vocab_size:
         rows_needed = lm.softmax.vocab_size
         raise ElmoError(f"{vocab or model}: {len(words)} words, but the model's softmax has {rows_needed} rows")
-    sentences = [t for _, t in read_sentences(data)]
+    sentences = [line.tokens for line in read_sentences(data, skip_blank=True)]
     if not sentences:
         raise ElmoError(f"{data}: no sentences")
     return perplexity(lm.to(device), words, sentences, rows=rows, unroll_steps=unroll_steps, device=device,

@@ -10,7 +10,7 @@ A training run directory::
 An export directory (``elmo export``) is a model directory any ELMo loader reads, plus the softmax::
 
     OUT/options.json + OUT/weights.hdf5    the original layout (n_characters 262)
-    OUT/softmax.hdf5                       softmax/W (V, P), softmax/b (V); not in weights.hdf5, as in the original
+    OUT/softmax.hdf5                       softmax/W (V, P), softmax/b (V): elmo.formats.softmax_hdf5
     OUT/vocab.txt
 """
 
@@ -19,15 +19,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import h5py
 import torch
 
 from elmo.config import BiLMConfig
 from elmo.errors import WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json
 from elmo.formats.checkpoints import latest_checkpoint, read_model_state
-from elmo.formats.hdf5 import write_hdf5_atomic
 from elmo.formats.model_files import is_model_dir, load_bilm, save_bilm
+from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax, write_softmax
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.initialization import init_like_original
 from elmo.modules.language_model import BiLMLanguageModel
@@ -37,7 +36,6 @@ from elmo.vocab import Vocabulary
 
 RUN_CONFIG_FILE = "train_config.json"
 VOCAB_FILE = "vocab.txt"
-SOFTMAX_FILE = "softmax.hdf5"
 FINETUNE_FILE = "finetune.json"
 
 
@@ -90,40 +88,11 @@ def _load_run(run_dir: Path) -> tuple[BiLMLanguageModel, Vocabulary]:
     return lm.eval(), vocab
 
 
-def read_softmax(path: Path, dim: int) -> Softmax:
-    """softmax/W (V, P) and softmax/b (V) from an export's HDF5 file."""
-    if not path.is_file():
-        raise WeightFileError(
-            f"{path.parent}: no softmax file ({path.name}), which perplexity and substitutes need; published models "
-            f"and the demo ship without one: use a training run or its `elmo export` (`elmo finetune --model "
-            f"{path.parent} ...` trains a softmax)"
-        )
-    try:
-        with h5py.File(path, "r") as f:
-            weight = torch.from_numpy(f["softmax/W"][...]).float()
-            bias = torch.from_numpy(f["softmax/b"][...]).float()
-    except (OSError, KeyError) as e:
-        raise WeightFileError(f"{path}: not a softmax file with softmax/W and softmax/b ({e})") from e
-    if weight.dim() != 2 or weight.shape[1] != dim or bias.shape != (weight.shape[0],):
-        raise WeightFileError(
-            f"{path}: softmax/W {tuple(weight.shape)} and softmax/b {tuple(bias.shape)} do not fit projection dim {dim}"
-        )
-    softmax = Softmax(weight.shape[0], dim)
-    with torch.no_grad():
-        softmax.weight.copy_(weight)
-        softmax.bias.copy_(bias)
-    return softmax
-
-
 def export_language_model(lm: BiLMLanguageModel, out_dir: str | Path, vocab_path: str | Path | None = None) -> Path:
     """Write the biLM in the original layout, the softmax beside it, and the vocabulary."""
     out = Path(out_dir)
     save_bilm(lm.bilm, out)
-    write_hdf5_atomic(
-        out / SOFTMAX_FILE,
-        {"softmax/W": lm.softmax.weight.detach().cpu().float().numpy(),
-         "softmax/b": lm.softmax.bias.detach().cpu().float().numpy()},
-    )
+    write_softmax(out / SOFTMAX_FILE, lm.softmax)
     if vocab_path is not None:
         shutil.copyfile(vocab_path, out / VOCAB_FILE)
     return out

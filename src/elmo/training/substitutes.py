@@ -27,7 +27,7 @@ from elmo.char_encoding import batch_to_ids, token_lists
 from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.modules.language_model import BiLMLanguageModel
-from elmo.runtime.text_files import read_text_lines
+from elmo.sentences import read_sentences
 from elmo.settings import SettingError
 from elmo.training.run_files import load_language_model
 from elmo.vocab import Vocabulary
@@ -101,11 +101,11 @@ def model_substitutes(
     vocab: str | os.PathLike | None = None, batch_size: int = 32, device: torch.device | str | None = None,
 ) -> Iterator[list[TokenSubstitutes]]:
     """:func:`lm_substitutes` of a run directory or an export directory (``model``, loaded at the call), on
-    ``device`` (default CPU).
+    ``device`` (default: CUDA when available, else the CPU).
 
     ``vocab`` defaults to the vocab.txt stored with the model; it must have one word per softmax row.
     """
-    device = checked_device(device or "cpu")
+    device = checked_device(device)
     lm, stored_vocab = load_language_model(model)
     words = Vocabulary.from_file(vocab) if vocab else stored_vocab
     if words is None:
@@ -118,8 +118,8 @@ def model_substitutes(
 
 def read_tokenised_lines(path: str | os.PathLike) -> Iterator[list[str]]:
     """The whitespace-split tokens of every line of ``path`` (blank lines included, as empty sentences)."""
-    for _, line in read_text_lines(path, what="input file"):
-        yield line.split()
+    for line in read_sentences(path, what="input file"):
+        yield line.tokens
 
 
 def _top_words(

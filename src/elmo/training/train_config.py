@@ -20,11 +20,18 @@ from typing import Any
 
 from elmo.config import TRAINING_KEYS, BiLMConfig
 from elmo.errors import ConfigError
-from elmo.precision import Precision, parse_precision
-from elmo.settings import setting
+from elmo.precision import Precision
+from elmo.settings import at_least, check_keys, check_settings, fraction, greater_than, setting
+from elmo.shared_settings import PRECISION, SEED
 
 OPTIMIZERS = ("adagrad", "adam")
 LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+def _only_false(value: bool) -> bool:
+    if value:
+        raise ValueError("must be false: the published models do not share the embedding and the softmax")
+    return value
 
 
 def lr_factor(schedule: str, step: int, total_steps: int, warmup_steps: int = 0) -> float:
@@ -46,89 +53,70 @@ def lr_factor(schedule: str, step: int, total_steps: int, warmup_steps: int = 0)
 class TrainConfig:
     """How to train (the architecture is the :class:`BiLMConfig` of the same file)."""
 
-    batch_size: int = setting(128, "rows per process and micro-batch")
+    batch_size: int = setting(128, "rows per process and micro-batch", check=at_least(1))
     """Each row is an independent stream."""
-    unroll_steps: int = setting(20, "truncated-BPTT window")
-    n_negative_samples_batch: int = setting(8192, "sampled-softmax negatives per batch", flag="--negatives")
+    unroll_steps: int = setting(20, "truncated-BPTT window", check=at_least(1))
+    n_negative_samples_batch: int = setting(8192, "sampled-softmax negatives per batch", flag="--negatives",
+                                            check=at_least(1))
     """Shared by the whole batch."""
     sample_softmax: bool = setting(True, "train with the full softmax (small vocabularies)", flag="--full-softmax",
                                    const=False)
     """False trains with the full softmax (fine for vocabularies of a few 10k words)."""
     optimizer: str = setting("adagrad", "adagrad (the original) or adam (faster on small corpora)",
                              choices=OPTIMIZERS)
-    learning_rate: float = setting(0.2, "base learning rate")
-    initial_accumulator_value: float = 1.0
+    learning_rate: float = setting(0.2, "base learning rate", check=greater_than(0))
+    initial_accumulator_value: float = setting(1.0, "Adagrad's initial accumulator value", check=greater_than(0))
     lr_schedule: str = setting("constant", "learning-rate schedule over the run", choices=LR_SCHEDULES)
     """``constant`` (the original), or ``linear``/``cosine`` decay to 0 at the last step after ``warmup_steps``."""
-    warmup_steps: int = setting(0, "linear warm-up steps")
-    all_clip_norm_val: float = 10.0
-    dropout: float = setting(0.1, "dropout on LSTM inputs and output")
+    warmup_steps: int = setting(0, "linear warm-up steps", check=at_least(0))
+    all_clip_norm_val: float = setting(10.0, "global gradient-norm clip", flag="--clip-norm", check=greater_than(0))
+    dropout: float = setting(0.1, "dropout on LSTM inputs and output", check=fraction())
     """On every LSTM layer input and on the LSTM output before the softmax, one mask per position."""
     weight_dropout: float = setting(
-        0.0, "DropConnect on each LSTM layer's recurrent matrix, one mask per window (0: off, as in the original)"
+        0.0, "DropConnect on each LSTM layer's recurrent matrix, one mask per window (0: off, as in the original)",
+        check=fraction(),
     )
     """AWD-LSTM's WeightDrop; not in the original."""
-    n_epochs: int = setting(10, "epochs, when --max-steps is not given")
-    n_train_tokens: int | None = None
-    """Corpus size, for the number of steps (n_epochs * n_train_tokens / tokens per step); counted when absent."""
-    n_tokens_vocab: int | None = None
-    share_embedding_softmax: bool = False
-    seed: int = setting(0, "seed for initialisation, shuffling, sampling and dropout")
-    grad_accum_steps: int = setting(1, "micro-batches per optimizer step", flag="--grad-accum")
-    """More rows per step without more memory."""
-    precision: Precision = setting(
-        Precision.AUTO, "bf16: bfloat16 autocast for the matrix products, float32 LSTM cells and softmax sums (pays "
-        "only on CPUs with AVX512-BF16 or AMX and on GPUs); auto: bf16 where the device has bf16 units, else fp32"
+    n_epochs: int = setting(10, "epochs, when --max-steps is not given", check=at_least(1))
+    n_train_tokens: int | None = setting(
+        None, "corpus size in tokens, for the number of steps (default: counted)", check=at_least(1)
     )
-    """Kept as given (``auto`` too) in the run directory, so a run resumed on another machine decides again."""
+    """n_epochs * n_train_tokens / tokens per step."""
+    n_tokens_vocab: int | None = setting(None, "vocabulary size (the original's key; default: the vocabulary "
+                                         "file's)", check=at_least(1), flag="")
+    share_embedding_softmax: bool = setting(False, "the original's key; only false is supported", flag="",
+                                            check=_only_false)
+    seed: int = SEED.field()
+    grad_accum_steps: int = setting(1, "micro-batches per optimizer step", flag="--grad-accum", check=at_least(1))
+    """More rows per step without more memory."""
+    precision: Precision = PRECISION.field(Precision.AUTO)
+    """bf16 trains with bfloat16 autocast for the matrix products and float32 LSTM cells and softmax sums. Kept as
+    given (``auto`` too) in the run directory, so a run resumed on another machine decides again."""
     compile: bool = setting(
         False, "torch.compile the training step's elementwise loops (LSTM steps, softmax blocks, char-CNN max-pool, "
         "highway): a minute or two of compiling when the run starts, then faster steps on CPU"
     )
     """The same arithmetic, with the many small passes of those loops fused into a few kernels
     (:mod:`elmo.modules.compiled`); the eager code, with a warning, where compiling fails (no C++ compiler)."""
-    checkpoint_every: int = setting(1250, "steps between checkpoints")
-    keep_checkpoints: int = setting(2, "how many recent checkpoints to keep")
-    log_every: int = setting(100, "steps between log lines")
-    eval_every: int = setting(0, "steps between held-out evaluations (0: at the end only)")
+    checkpoint_every: int = setting(1250, "steps between checkpoints", check=at_least(1))
+    keep_checkpoints: int = setting(2, "how many recent checkpoints to keep", check=at_least(1))
+    log_every: int = setting(100, "steps between log lines", check=at_least(1))
+    eval_every: int = setting(0, "steps between held-out evaluations (0: at the end only)", check=at_least(0))
     """Held-out full-softmax perplexity, when a file is given."""
-    eval_rows: int = 1
-    """Parallel streams for the held-out evaluation during training (1 = one continuous stream)."""
-    max_bad_steps: int = 10
-    """A step with a non-finite loss or gradient is skipped; this many in a row stop the run."""
+    eval_rows: int = setting(1, "parallel streams for the held-out evaluation during training (1: one stream)",
+                             check=at_least(1))
+    max_bad_steps: int = setting(10, "a step with a non-finite loss or gradient is skipped; this many in a row stop "
+                                 "the run", check=at_least(1))
     state_reset_prob: float = setting(
         0.0, "chance that a row's carried LSTM state is zeroed before a window (0: the original); > 0 teaches the "
-        "LM to start from zeros, as stateless embedding does", flag="--state-reset"
+        "LM to start from zeros, as stateless embedding does", flag="--state-reset", check=fraction(),
     )
     """The original starts a row from zeros only at step 0. A model that never sees a zero state can fall, from one,
     into a saturated regime it never leaves, and stateless embedding and ``elmo perplexity`` start from zeros
     (docs/training.md)."""
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            if field.type in ("bool", bool) and not isinstance(getattr(self, field.name), bool):
-                raise ConfigError(f"{field.name}: expected true or false, got {getattr(self, field.name)!r}")
-        for name in ("batch_size", "unroll_steps", "n_negative_samples_batch", "n_epochs", "grad_accum_steps",
-                     "checkpoint_every", "keep_checkpoints", "log_every", "eval_rows", "max_bad_steps"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"{name}: expected a positive integer, got {getattr(self, name)}")
-        if not 0.0 <= self.state_reset_prob < 1.0:
-            raise ConfigError(f"state_reset_prob: expected a value in [0, 1), got {self.state_reset_prob}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout: expected a value in [0, 1), got {self.dropout}")
-        if not 0.0 <= self.weight_dropout < 1.0:
-            raise ConfigError(f"weight_dropout: expected a value in [0, 1), got {self.weight_dropout}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"optimizer: expected one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(f"lr_schedule: expected one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
-        if int(self.warmup_steps) < 0:
-            raise ConfigError(f"warmup_steps: expected a non-negative integer, got {self.warmup_steps}")
-        if self.learning_rate <= 0:
-            raise ConfigError(f"learning_rate: expected > 0, got {self.learning_rate}")
-        if self.share_embedding_softmax:
-            raise ConfigError("share_embedding_softmax: true is not supported (the original models do not use it)")
-        self.precision = parse_precision(self.precision)
+        check_settings(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The trainer keys as JSON values."""
@@ -177,9 +165,7 @@ def split_preset(data: dict[str, Any], source: str) -> tuple[BiLMConfig, TrainCo
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a JSON object")
     data = upgrade_keys(data, source)
-    unknown = sorted(set(data) - _TRAIN_FIELDS - _OPTIONS_KEYS - TRAINING_KEYS)
-    if unknown:
-        raise ConfigError(f"{source}: unknown key '{unknown[0]}'")
+    check_keys(data, _TRAIN_FIELDS | _OPTIONS_KEYS | TRAINING_KEYS, source)
     options = {k: v for k, v in data.items() if k in _OPTIONS_KEYS or k in TRAINING_KEYS}
     config = BiLMConfig.from_options(options, source=source)
     if config.char_cnn is None:

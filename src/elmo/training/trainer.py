@@ -36,14 +36,16 @@ from elmo.devices import checked_device
 from elmo.errors import ConfigError, InputFileError, Interrupted, OutputWriteError, TrainingDiverged
 from elmo.formats import checkpoints as ckpt
 from elmo.formats.checked_reads import load_checked_state, read_json
-from elmo.modules.compiled import set_compile
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.precision import Precision, resolve_precision
 from elmo.runtime.atomic_files import write_failure, write_text_atomic
+from elmo.runtime.compile_switch import set_compile
 from elmo.runtime.distributed import DistInfo, mean_across
+from elmo.runtime.extras import optional
 from elmo.runtime.interrupts import StopRequest, stop_on_signals
+from elmo.sentences import read_sentences
 from elmo.settings import SettingError
-from elmo.training.corpus import SentenceStream, expand_shards, read_sentences, rereadable
+from elmo.training.corpus import SentenceStream, expand_shards, rereadable
 from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer
 from elmo.training.perplexity import PerplexityResult, perplexity
 from elmo.training.run_files import FINETUNE_FILE, RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
@@ -95,7 +97,7 @@ class Trainer:
         tc = spec.train
         self.vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
         self.shards = rereadable(expand_shards(spec.train_patterns))
-        if not any(True for shard in self.shards for _ in read_sentences(shard)):  # stops at the first sentence
+        if not any(line.tokens for s in self.shards for line in read_sentences(s)):  # stops at the first sentence
             raise InputFileError(f"--train {' '.join(map(str, spec.train_patterns))}: no sentences (the files hold "
                                  "only blank lines)")
         self.local_rows = tc.batch_size * tc.grad_accum_steps
@@ -142,7 +144,8 @@ class Trainer:
 
     def _steps_from_epochs(self) -> int:
         tc = self.spec.train
-        tokens = tc.n_train_tokens or sum(len(t) + 1 for p in self.shards for _, t in read_sentences(p))
+        tokens = tc.n_train_tokens or sum(len(line.tokens) + 1 for p in self.shards
+                                          for line in read_sentences(p, skip_blank=True))
         per_step = self.global_rows * tc.unroll_steps
         steps = tc.n_epochs * (tokens // per_step)
         if steps < 1:
@@ -338,7 +341,7 @@ class Trainer:
         """Full-softmax perplexity on the held-out file (main process; the others wait)."""
         result = None
         if self.info.is_main and self.spec.valid_path is not None:
-            sentences = [t for _, t in read_sentences(self.spec.valid_path)]
+            sentences = [line.tokens for line in read_sentences(self.spec.valid_path, skip_blank=True)]
             result = perplexity(self.lm, self.vocab, sentences, rows=self.spec.train.eval_rows,
                                 unroll_steps=self.spec.train.unroll_steps, device=self.device)
             step = self.state.step
@@ -475,9 +478,8 @@ def _progress(total: int, initial: int, enabled: bool):
 
 
 def _tensorboard(run_dir: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        log.warning("tensorboard is not installed: no TensorBoard scalars")
+    if optional("tensorboard", "train", "the TensorBoard log") is None:  # the train extra; training goes on without
         return None
+    from torch.utils.tensorboard import SummaryWriter
+
     return SummaryWriter(log_dir=str(run_dir / "tensorboard"))

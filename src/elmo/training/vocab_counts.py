@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from elmo.errors import ConfigError
-from elmo.training.corpus import read_sentences
+from elmo.sentences import read_sentences
 from elmo.vocab import SPECIAL_TOKENS, Vocabulary
 
 
@@ -20,8 +20,8 @@ def count_words(paths: Iterable[str | os.PathLike]) -> Counter[str]:
     """Token counts over the shards, streaming (a shard is never held in memory)."""
     counts: Counter[str] = Counter()
     for path in paths:
-        for _, tokens in read_sentences(path):
-            counts.update(tokens)
+        for line in read_sentences(path):
+            counts.update(line.tokens)
     return counts
 
 

@@ -5,7 +5,7 @@ import threading
 import pytest
 import torch
 
-from elmo.modules.threads import gemm_threads, side_by_side, small_ops_on_one_thread
+from elmo.runtime.threads import gemm_threads, side_by_side, small_ops_on_one_thread
 
 
 @pytest.fixture

@@ -1,0 +1,106 @@
+"""The embedding contract: tokenised sentences in, one float32 array (L + 1, n_tokens, 2P) per sentence out.
+
+Every embedder keeps it: :class:`~elmo.embedding.embedder.Embedder` runs a biLM here,
+:class:`~elmo.serving.remote.RemoteEmbedder` sends the batches to ``elmo serve``. What is built on embedders (the
+file job, the service, the AllenNLP API) takes any :class:`SentenceEmbedder`, and batches through
+:func:`embed_unordered`, so sentences are grouped the same way whoever computes the vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from elmo.char_encoding import token_lists
+from elmo.embedding.batch_plan import ordered_batches, token_budget_batches
+from elmo.embedding.embed_options import EmbedOptions
+from elmo.precision import Precision
+
+Progress = Callable[[int, int], None]
+"""Called after each batch with (sentences, tokens) done in it."""
+
+
+@runtime_checkable
+class SentenceEmbedder(Protocol):
+    """What an embedder gives: batches run as given, and what made the vectors."""
+
+    options: EmbedOptions
+    precision: Precision
+    """What the vectors were computed in (never ``auto``)."""
+
+    @property
+    def num_layers(self) -> int:
+        """L + 1: the token layer and one per LSTM layer."""
+
+    @property
+    def output_dim(self) -> int:
+        """2P: both directions' projections."""
+
+    def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
+        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
+
+    def provenance(self) -> dict[str, str]:
+        """What made the vectors (model, precision, device, initial state): recorded in every output."""
+
+    def identity(self) -> dict[str, object]:
+        """What a resumed file job must share with the run that wrote the first parts (beyond the output's
+        settings): the precision, the initial state and any weights outside the model (warm state, alignment)."""
+
+
+def embed_unordered(
+    embedder: SentenceEmbedder, sentences: list[list[str]], progress: Progress | None = None,
+    batch_size: int | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run.
+
+    Stateless runs sort by length into batches of at most ``options.max_batch_tokens`` padded tokens (a sentence's
+    vectors do not depend on its batch); carried states keep the input order.
+    """
+    options = embedder.options
+    lengths = [len(s) for s in sentences]
+    batch_size = batch_size or options.sentences_per_batch
+    if options.stateful:
+        batches = ordered_batches(lengths, batch_size)
+    else:
+        batches = token_budget_batches(lengths, options.max_batch_tokens, batch_size)
+        empty = np.zeros((embedder.num_layers, 0, embedder.output_dim), dtype=np.float32)
+        yield from ((i, empty) for i, n in enumerate(lengths) if n == 0)
+    for batch in batches:
+        yield from zip(batch, embedder.embed_batch([sentences[i] for i in batch]))
+        if progress is not None:
+            progress(len(batch), sum(lengths[i] for i in batch))
+
+
+def chunk_size(options: EmbedOptions, batch_size: int | None = None) -> int:
+    """Lines sorted together. With carried states a chunk holds whole batches, so batch i is the same as without
+    chunks."""
+    if not options.stateful:
+        return options.chunk_size
+    batch_size = batch_size or options.sentences_per_batch
+    return -(-options.chunk_size // batch_size) * batch_size
+
+
+def embed_in_order(
+    embedder: SentenceEmbedder, sentences: Iterable[list[str]], batch_size: int | None = None,
+    progress: Progress | None = None, caller: str = "embed_sentences",
+) -> Iterator[np.ndarray]:
+    """Lazily embed many sentences; results come in input order. Memory: one chunk of results at a time."""
+    iterator = token_lists(sentences, caller)
+    while chunk := list(islice(iterator, chunk_size(embedder.options, batch_size))):
+        results: list[np.ndarray | None] = [None] * len(chunk)
+        for i, layers in embed_unordered(embedder, chunk, progress, batch_size):
+            results[i] = layers
+        yield from results  # type: ignore[misc]
+
+
+def select_layers(layers: np.ndarray, which: str) -> np.ndarray:
+    """(L + 1, n, 2P) -> what ``--all``/``--top``/``--average`` keep: all layers, the top one (n, 2P) or the mean
+    of all (n, 2P)."""
+    if which == "top":
+        return layers[-1]
+    if which == "average":
+        return layers.mean(axis=0)
+    return layers

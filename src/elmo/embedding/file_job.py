@@ -1,0 +1,129 @@
+"""The ``elmo embed`` file job: a text file in, one HDF5 file of vectors out, resumable and split over ranks.
+
+Output layout (compatible with ``allennlp elmo`` and bilm-tf ``dump_bilm_embeddings``): one dataset per input
+line, keyed by the line index ("0", "1", ...) or by the sentence itself, of shape
+
+    --all      (L + 1, n_tokens, 2P)   layer 0 = token layer duplicated for both directions
+    --top      (n_tokens, 2P)
+    --average  (n_tokens, 2P)          mean of the L + 1 layers
+
+plus ``sentence_to_index``: a (1,) string dataset holding a JSON object sentence -> key. An empty line gives
+an empty (L + 1, 0, 2P) entry. The file's root attributes say what made the vectors (``model``, ``precision``,
+``device``, ``initial_state``: :meth:`SentenceEmbedder.provenance`).
+
+How a file is processed: lines are read lazily in chunks of ``chunk_size``; each chunk is batched by
+:func:`~elmo.embedding.contract.embed_unordered` and written as a part file (``elmo.embedding.parts``), which makes
+``resume`` and ``torchrun`` ranks possible; the parts are merged into the output at the end, atomically. The job
+takes any :class:`~elmo.embedding.contract.SentenceEmbedder`: a model here or a service.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from itertools import islice
+from pathlib import Path
+
+from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size, embed_unordered, select_layers
+from elmo.embedding.embed_options import OutputOptions
+from elmo.embedding.parts import Parts, check_paths, sentence_key_problem
+from elmo.errors import ElmoError, InputFileError
+from elmo.runtime.distributed import DistInfo
+from elmo.runtime.text_files import display_name, is_stream
+from elmo.sentences import Line, read_sentences
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class EmbedFileJob:
+    """Embed every sentence of a file with ``embedder`` into one HDF5 file, as ``output`` says.
+
+    ``resume``: continue an interrupted run of the same job: only missing chunks are computed. ``ranks``: this
+    process's share of a ``torchrun`` job (default: the only process).
+    """
+
+    embedder: SentenceEmbedder
+    output: OutputOptions = dataclasses.field(default_factory=OutputOptions)
+    resume: bool = False
+    ranks: DistInfo = dataclasses.field(default_factory=DistInfo)
+
+    def run(self, input_path: str | os.PathLike, output_path: str | os.PathLike,
+            progress: Progress | None = None) -> int:
+        """Embed ``input_path`` (UTF-8 text or CoNLL-U, plain or gzip; ``-`` or a pipe is read once, so it cannot
+        resume) into ``output_path``; returns the number of sentences."""
+        output, ranks, options = self.output, self.ranks, self.embedder.options
+        if options.stateful and (self.resume or ranks.world_size > 1):
+            raise ElmoError("--initial-state carry carries state through the whole file: it cannot --resume or use "
+                            "torchrun")
+        input_path, output_path = Path(input_path), Path(output_path)
+        check_paths(input_path, output_path, output.overwrite)
+        if is_stream(input_path) and (self.resume or ranks.world_size > 1):
+            raise ElmoError(f"{display_name(input_path)} is read once, as it comes: --resume and torchrun need an "
+                            "input file they can read again")
+        parts = Parts(output_path, self._manifest(input_path))
+        if ranks.is_main:
+            parts.prepare(self.resume)
+        ranks.barrier()
+        seen_keys: dict[str, int] = {}  # sentence -> its line number
+        n_lines = n_chunks = 0
+        lines = read_sentences(input_path, output.input_format, output.errors, what="input file",
+                               advice="fix the file or pass --errors replace")
+        try:
+            while chunk := list(islice(lines, chunk_size(options))):
+                keys = [self._key(line, seen_keys, input_path) for line in chunk]
+                if ranks.owns(n_chunks) and not parts.done(n_chunks):
+                    with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
+                        for i, layers in embed_unordered(self.embedder, [line.tokens for line in chunk], progress):
+                            data = select_layers(layers, output.output_layers).astype(output.output_dtype)
+                            part.create_dataset(keys[i], data=data)
+                n_lines += len(chunk)
+                n_chunks += 1
+        except InputFileError:
+            if ranks.is_main:
+                parts.discard()  # the input must change, so these parts could never be resumed
+            raise
+        ranks.barrier()
+        if ranks.is_main:
+            if n_lines == 0:
+                log.warning("%s is empty: %s holds no sentences", display_name(input_path), output_path)
+            parts.merge(n_chunks, output.forget_sentences, self.embedder.provenance())
+        return n_lines
+
+    def _manifest(self, input_path: Path) -> dict:
+        """What a resumed run must share with the run that wrote the parts."""
+        output = self.output
+        stat = None if is_stream(input_path) else input_path.stat()  # a stream is never resumed
+        return {
+            "input": display_name(input_path) if stat is None else str(input_path.resolve()),
+            "input_bytes": stat and stat.st_size, "input_mtime_ns": stat and stat.st_mtime_ns,
+            "layers": output.output_layers, "output_dtype": output.output_dtype,
+            "sentence_keys": output.use_sentence_keys, "errors": output.errors,
+            "chunk_size": self.embedder.options.chunk_size,
+            "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
+        } | ({} if output.input_format == "text" else {"input_format": output.input_format}) | self.embedder.identity()
+
+    def _key(self, line: Line, seen: dict[str, int], input_path: Path) -> str:
+        """The dataset name of ``line``; with sentence keys, an error says why a sentence cannot be an HDF5 name."""
+        if not self.output.use_sentence_keys:
+            return str(line.index)
+        key = " ".join(line.tokens)
+        problem = sentence_key_problem(key, seen, self.output.forget_sentences)
+        if problem:
+            raise InputFileError(
+                f"{display_name(input_path)}, line {line.line_number}: cannot use the sentence as a key: {problem}; "
+                "drop --use-sentence-keys"
+            )
+        seen[key] = line.line_number
+        return key
+
+
+def embed_file(
+    embedder: SentenceEmbedder, input_path: str | os.PathLike, output_path: str | os.PathLike, *,
+    resume: bool = False, ranks: DistInfo | None = None, progress: Progress | None = None, **output: object,
+) -> int:
+    """:class:`EmbedFileJob` in one call: ``output`` holds :class:`OutputOptions` fields
+    (``embed_file(embedder, "in.txt", "out.hdf5", output_layers="top")``); returns the number of sentences."""
+    job = EmbedFileJob(embedder, OutputOptions(**output), resume, ranks or DistInfo())  # type: ignore[arg-type]
+    return job.run(input_path, output_path, progress)

@@ -1,0 +1,66 @@
+"""The one reader of tokenised sentences from user files (``elmo embed``'s input, training corpora, held-out text).
+
+Two input formats:
+
+- ``text`` (default): one tokenised sentence per line, split on ``\\n`` only (as ``allennlp elmo`` and bilm-tf do),
+  then tokenised on whitespace. An empty line is an empty sentence (``skip_blank`` drops it), and it keeps its key,
+  so keys stay aligned with line numbers.
+- ``conllu``: the FORM column of each sentence's syntactic words (``elmo.conllu``: multiword-token ranges and empty
+  nodes skipped). A sentence's key is its 0-based position among the file's sentences (the ``# sent_id`` comment
+  is not used: not every file has one, and an HDF5 name cannot hold every string it may hold, e.g. ``/``).
+
+Either way the file is opened like every user text (``elmo.runtime.text_files``: a byte-order mark dropped, gzip,
+``-`` for stdin), and every error names the file and line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from elmo.conllu import read_conllu
+from elmo.runtime.text_files import read_text_lines
+
+ENCODING_ERRORS = ("strict", "replace")
+INPUT_FORMATS = ("text", "conllu")
+
+
+@dataclass(frozen=True)
+class Line:
+    index: int
+    """0-based line number (text) or sentence number (CoNLL-U): the dataset key."""
+    tokens: list[str]
+    line: int = 0
+    """1-based line number where the sentence starts, for error messages (0: index + 1)."""
+
+    @property
+    def line_number(self) -> int:
+        return self.line or self.index + 1
+
+
+def read_sentences(
+    path: str | os.PathLike, input_format: str = "text", errors: str = "strict", what: str = "file",
+    advice: str = "", skip_blank: bool = False,
+) -> Iterator[Line]:
+    """Yield the sentences of ``path`` in ``input_format`` ("text" or "conllu"), lazily, keyed as the module says.
+
+    Args:
+        errors: "strict" raises :class:`~elmo.errors.InputFileError` naming the first line that is not UTF-8;
+            "replace" turns bad bytes into U+FFFD and carries on.
+        what, advice: of a text file, the noun of its "no such ..." error and what its not-UTF-8 error advises
+            (a CoNLL-U file's errors have their own: :func:`elmo.conllu.read_conllu`).
+        skip_blank: leave out sentences without tokens (training's corpora and held-out files).
+    """
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    if errors not in ENCODING_ERRORS:
+        raise ValueError(f"errors must be one of {ENCODING_ERRORS}, got {errors!r}")
+    if input_format == "text":
+        lines = (Line(number - 1, text.split(), number)
+                 for number, text in read_text_lines(path, errors, what, advice=advice))
+    else:
+        lines = (Line(sentence.index, sentence.forms, sentence.line) for sentence in read_conllu(path, errors))
+    for line in lines:
+        if line.tokens or not skip_blank:
+            yield line
