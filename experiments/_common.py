@@ -184,7 +184,7 @@ def run(args: argparse.Namespace, task: str, variant: str, seed: int, fraction: 
         cache = args.out / "cache" / f"{bilm_fingerprint(bilm)}-{task}{started}.h5"
     runner = build_runner(config, data, word_vectors(args), bilm, cache, args.device)
     try:
-        result = train_task(runner, data, run_dir, bilm)
+        result = train_task(runner, data, run_dir, bilm, force=True)  # no summary.json: an unfinished run
     finally:
         if runner.cache is not None:
             runner.cache.close()

@@ -35,12 +35,12 @@ if [ ! -f "$shards/.done" ]; then
 fi
 [ -f "$run.vocab.txt" ] || "$elmo" vocab "$shards"/'*' -o "$run.vocab.txt" --min-count 3 --max-size 100000
 resume=()
-[ -d "$run/checkpoints" ] && resume=(--resume)
+[ -d "$run" ] && resume=(--resume)  # also a run killed before its first checkpoint
 # One thread: a 2-thread run slows to a crawl whenever anything else wants a core (docs/benchmarks/training.md).
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$elmo" train --config cpu --train "$shards"/'*' \
     --valid "$lm/bbcnews/bbcnews.valid.txt" --vocab "$run.vocab.txt" --out "$run" --max-steps "$max_steps" \
     --state-reset 0.05 --eval-every 1000 --checkpoint-every 250 --no-progress "${resume[@]}"
-"$elmo" export "$run" "$run-export"
+"$elmo" export "$run" "$run-export" --force  # a resumed run exports its newest checkpoint again
 for valid in bbcnews reuters21578 gutenberg; do
     "$elmo" perplexity --model "$run-export" --data "$lm/$valid/$valid.valid.txt" --json | tee "$run-$valid.json"
 done

@@ -11,8 +11,8 @@ elmo=${ELMO:-elmo}
 mkdir -p "$(dirname "$run")"
 [ -f "$run.vocab.txt" ] || "$elmo" vocab "$data/ptb.train.txt" -o "$run.vocab.txt"
 resume=()
-[ -d "$run/checkpoints" ] && resume=(--resume)
+[ -d "$run" ] && resume=(--resume)  # also a run killed before its first checkpoint
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$elmo" train --config ptb --train "$data/ptb.train.txt" \
     --valid "$data/ptb.valid.txt" --vocab "$run.vocab.txt" --out "$run" --no-progress "${resume[@]}"
-"$elmo" export "$run" "$run-export"
+"$elmo" export "$run" "$run-export" --force  # a resumed run exports its newest checkpoint again
 "$elmo" perplexity --model "$run-export" --data "$data/ptb.valid.txt" --json | tee "$run-valid.json"

@@ -21,7 +21,7 @@ for pair in reset:0.05 noreset:0; do
     run=$out/$name
     [ -f "$run-export/options.json" ] && continue
     resume=()
-    [ -d "$run/checkpoints" ] && resume=(--resume)
+    [ -d "$run" ] && resume=(--resume)  # also a run killed before its first checkpoint
     # One thread: a 2-thread run slows to a crawl whenever anything else wants a core (docs/benchmarks/training.md).
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$elmo" train --config cpu --train "$corpus.shards"/'*' \
         --valid ../shared/data/lm/bbcnews/bbcnews.valid.txt --vocab "$corpus.vocab.txt" --out "$run" \

@@ -3,16 +3,15 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 import torch
 
-from elmo.cli import build_parser, main
+from elmo.cli import main
 from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.settings import SettingError
 from elmo.training.perplexity import model_perplexity
+from tests.cli_commands import commands_with
 from tests.conftest import random_bilm
 
 MISSING = [("nonsense", "nonsense: not a device name (cpu, cuda, cuda:N or mps)"),
@@ -28,28 +27,7 @@ if not torch.backends.mps.is_available():
 
 def commands_with_device() -> dict[str, list[str]]:
     """Every (sub)command that has --device, with placeholder values for its required arguments."""
-    found = {}
-
-    def walk(parser: argparse.ArgumentParser, words: list[str]) -> None:
-        required, has_device = [], False
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    walk(sub, [*words, name])
-            elif "--device" in action.option_strings:
-                has_device = True
-            elif not action.option_strings and action.nargs != 0:
-                required.append(action.choices[0] if action.choices else "x")
-            elif action.required:
-                required += [action.option_strings[0], "x"]
-        for group in parser._mutually_exclusive_groups:
-            if group.required:
-                required.append(group._group_actions[0].option_strings[0])  # a flag such as embed's --all
-        if has_device:
-            found[" ".join(words)] = [*words, *required]
-
-    walk(build_parser(), [])
-    return found
+    return {name: argv for name, (_, argv) in commands_with(lambda action: "--device" in action.option_strings).items()}
 
 
 COMMANDS = commands_with_device()

@@ -17,14 +17,13 @@ import enum
 import logging
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 import torch
 
 from elmo.errors import ConfigError
 
-if TYPE_CHECKING:
-    from elmo.modules.bilm import BiLM
+Model = TypeVar("Model", bound=torch.nn.Module)
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def resolve_precision(precision: str | Precision, device: torch.device | str) ->
     return precision
 
 
-def for_precision(bilm: BiLM, precision: Precision) -> BiLM:
+def for_precision(bilm: Model, precision: Precision) -> Model:
     """``bilm`` itself for fp32; a bfloat16 copy for bf16 (the caller's model is left untouched). ``precision`` is
     resolved (:func:`resolve_precision`), not auto."""
     if precision is Precision.FP32:

@@ -16,11 +16,12 @@ Either way the file is opened like every user text (``elmo.runtime.text_files``:
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from elmo.conllu import read_conllu
-from elmo.runtime.text_files import read_text_lines
+from elmo.runtime.text_files import is_stream, raw_lines, read_text_lines
 
 ENCODING_ERRORS = ("strict", "replace")
 INPUT_FORMATS = ("text", "conllu")
@@ -64,3 +65,24 @@ def read_sentences(
     for line in lines:
         if line.tokens or not skip_blank:
             yield line
+
+
+def count_sentences(path: str | os.PathLike, input_format: str = "text") -> int | None:
+    """How many sentences :func:`read_sentences` will yield (blank ones included), counted in the raw bytes before
+    the real read: lines of text, blocks with a word line of CoNLL-U. None for a stream (it can be read only once)
+    or a file that cannot be read through (the real read then names the problem)."""
+    if is_stream(path):
+        return None
+    try:
+        with raw_lines(path) as lines:
+            if input_format == "text":
+                return sum(1 for _ in lines)
+            count, words = 0, False
+            for line in lines:
+                if not line.strip():
+                    count, words = count + words, False
+                elif not line.startswith(b"#"):
+                    words = True
+            return count + words
+    except (OSError, EOFError, zlib.error):
+        return None

@@ -110,7 +110,7 @@ def test_a_damaged_warm_state_file_is_one_line_naming_it(tmp_path, capsys, damag
     assert cli_main(["embed", str(text), str(tmp_path / "out.hdf5"), "--top", "--model", str(model)]) == 1
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and str(model / WARM_STATE_FILE) in error and message in error
-    assert cli_main(["warm-state", "--model", str(model)]) == 0  # the fix the message names works
+    assert cli_main(["warm-state", "--model", str(model), "--force"]) == 0  # the fix the message names works
     assert cli_main(["embed", str(text), str(tmp_path / "out.hdf5"), "--top", "--model", str(model)]) == 0
 
 

@@ -38,7 +38,7 @@ def _mistakes(tmp: Path, corpus: dict[str, Path], model: Path) -> dict[str, tupl
         "train: zero steps": (train_args(corpus, tmp / "r5", "--max-steps", "0")[1:], "--max-steps must be >= 1"),
         "perplexity: missing model": (["perplexity", "--model", str(tmp / "nomodel"), "--data", text], "nomodel"),
         "perplexity: model without softmax": (["perplexity", "--model", str(model), "--data", text],
-                                              "no softmax file"),
+                                              "has no softmax (softmax.hdf5 + vocab.txt)"),
         "export: no checkpoint": (["export", str(tmp / "empty-run"), str(tmp / "exported")], "empty-run"),
         "task train: missing config": (["task", "train", "ner", "--config", str(tmp / "nocfg.json"), "--train", text,
                                         "--dev", text, "--output", str(tmp / "t1"), "--no-elmo"], "nocfg.json"),

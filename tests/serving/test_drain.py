@@ -1,11 +1,14 @@
 """Overload and shutdown, for real: a full queue gets 503 with Retry-After, a client that disconnects leaves the
-queue and costs no model time, and SIGTERM answers everything queued before the service exits 0."""
+queue and costs no model time, and SIGTERM answers everything queued before the service exits 0 (while /readyz
+answers 503 from the moment the signal arrives)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.serving.conftest import SENTENCES, Service, assert_close, expected, json_arrays
@@ -38,7 +41,12 @@ def test_full_queue_disconnect_and_sigterm_drain(reference):
             assert "the service is busy: 1 requests are waiting (--max-queue)" in answer["error"]
 
             assert service.process.poll() is None
-            assert service.stop() == 0, service.output()  # SIGTERM while one request runs and one waits
+            # SIGTERM while one request runs and one waits: not ready at once, until the listener closes
+            service.process.send_signal(signal.SIGTERM)
+            readiness = _poll_readyz_until_closed(service)
+            # (uvicorn closes its listener at its next 0.1 s tick, so the list is short, sometimes empty)
+            assert 200 not in readiness, readiness
+            assert service.stop() == 0, service.output()
             assert slow.result()[0] == 200
             status, _, answer = queued.result()
         assert status == 200
@@ -58,6 +66,17 @@ def _wait_until_running(service: Service, timeout: float = 30.0) -> None:
             return
         assert time.monotonic() < deadline, "the slow request never started"
         time.sleep(0.02)
+
+
+def _poll_readyz_until_closed(service: Service, timeout: float = 30.0) -> list[int]:
+    """The status of every /readyz answer until the service stops accepting connections."""
+    statuses, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            statuses.append(service.get("/readyz", headers={"Connection": "close"})[0])
+        except (urllib.error.URLError, ConnectionError):
+            return statuses
+    raise AssertionError(f"the service still accepted connections {timeout} s after SIGTERM: {statuses}")
 
 
 def _send_and_hold(service: Service, payload: dict, key: str) -> socket.socket:

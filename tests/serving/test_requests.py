@@ -8,7 +8,7 @@ import pytest
 
 from elmo.sentences import read_sentences
 from elmo.serving.metrics import Histogram, Metrics
-from elmo.serving.requests import EmbedRequest, RequestError, parse_embed_request
+from elmo.serving.requests import EmbedRequest, RequestError, check_nesting, parse_embed_request
 from elmo.serving.serve_options import ServeOptions
 from elmo.settings import SettingError
 
@@ -44,3 +44,47 @@ def test_metrics_text_is_prometheus_format():
     metrics = Metrics()
     metrics.responses["/v1/embed", 200] += 2
     assert 'elmo_requests_total{path="/v1/embed",code="200"} 2' in metrics.text().splitlines()
+    metrics.bad_requests["nesting"] += 1
+    lines = metrics.text().splitlines()
+    assert 'elmo_bad_requests_total{reason="nesting"} 1' in lines
+    assert 'elmo_bad_requests_total{reason="duplicate_key"} 0' in lines  # every reason, before it happens
+
+
+@pytest.mark.parametrize("body, depth", [
+    (b'{"sentences": [["a", "b"], "c d"]}', 3),
+    (b'{"sentences": [["[[[[[[[[[[[[", "{{{{{{{{{{"]]}', 3),  # brackets in tokens do not count
+    (b'{"sentences": [["\\"[[[[[[[[[[", "\\\\", "[[[[[[[[[["]]}', 3),  # nor after escaped quotes and backslashes
+    (b"[" * 9, 9),
+    (b'{"a": {"b": [[[[[[[1]]]]]]]}}', 9),
+    (b"[]" * 100 + b"[" * 9, 9),
+])
+def test_nesting_is_measured_on_the_raw_bytes(body, depth):
+    limit = ServeOptions(max_request_bytes=10**7)
+    if depth <= 8:
+        check_nesting(body)
+        assert parse_embed_request(body, limit).tokens > 0
+        return
+    with pytest.raises(RequestError) as e:
+        parse_embed_request(body, limit)
+    assert (e.value.status, e.value.reason) == (400, "nesting")
+    assert e.value.message == f"the body nests lists and objects {depth} deep, over the limit of 8 (a request needs 3)"
+
+
+def test_a_million_brackets_are_refused_without_parsing():
+    with pytest.raises(RequestError, match="1000000 deep"):
+        check_nesting(b"[" * 1_000_000)
+
+
+def test_an_unexpected_exception_is_counted_as_a_500():
+    import asyncio
+
+    from elmo.serving.app import Guard
+
+    async def failing_app(scope, receive, send):
+        raise RuntimeError("a bug")
+
+    metrics = Metrics()
+    scope = {"type": "http", "path": "/v1/embed", "headers": []}
+    with pytest.raises(RuntimeError, match="a bug"):  # Starlette's outer middleware turns it into the 500
+        asyncio.run(Guard(failing_app, metrics, api_key=None)(scope, None, None))
+    assert metrics.responses["/v1/embed", 500] == 1

@@ -77,31 +77,64 @@ def _round_count(service) -> int:
 
 
 BAD_REQUESTS = [
-    (b"this is not json", 400, "the body is not JSON: Expecting value at line 1 column 1"),
-    (b'{"sentences": ["caf\xe9"]}', 400, "the body is not UTF-8 JSON"),
-    ([["a"]], 400, 'the body must be a JSON object like {"sentences": [...]}, got a list'),
-    ({}, 400, "'sentences' is missing"),
-    ({"sentences": "one string"}, 400, "'sentences' must be a list of token lists or strings, got a string"),
-    ({"sentences": [3]}, 400, "sentences[0] must be a list of tokens or a string, got a number"),
-    ({"sentences": [["ok"], ["a", None]]}, 400, "sentences[1][1] must be a string (a token), got null"),
-    ({"sentences": [["a", ""]]}, 400, "sentences[0][1] is an empty token"),
-    ({"sentences": [["a b"]]}, 400, "sentences[0][0] 'a b' contains whitespace"),
-    ({"sentences": [["x"]], "output": "middle"}, 400, "'output' must be one of 'all', 'top', 'average', got 'middle'"),
-    ({"sentences": [["x"]], "dtype": "int8"}, 400, "'dtype' must be one of 'float32', 'float16', got 'int8'"),
-    ({"sentences": [["x"]], "layers": "top"}, 400, "unknown field 'layers' (the fields are: sentences, output, dtype)"),
-    ({"sentences": [["x"] * 41]}, 413, "sentences[0] has 41 tokens, over the limit of 40 per sentence"),
-    ({"sentences": [["x"]] * 17}, 413, "'sentences' holds 17 sentences, over the limit of 16 per request"),
-    ({"sentences": [["x"] * 40] * 3}, 413, "the request holds 120 tokens, over the limit of 100 per request"),
-    ({"sentences": [["x" * 30000]]}, 413, "over the limit of 20000 bytes"),
+    (b"this is not json", 400, "the body is not JSON: Expecting value at line 1 column 1", "not_json"),
+    (b'{"sentences": ["caf\xe9"]}', 400, "the body is not UTF-8 JSON", "not_utf8"),
+    # json recurses once per level: 19,000 '[' (under the body limit) raised RecursionError, a 500
+    (b"[" * 19_000, 400, "the body nests lists and objects 19000 deep, over the limit of 8", "nesting"),
+    (b'{"sentences": [[[[[[[["x"]]]]]]]]}', 400, "nests lists and objects 9 deep, over the limit of 8", "nesting"),
+    (b'{"sentences": [["x"]], "output": NaN}', 400, "the body holds NaN, which is not JSON", "non_finite"),
+    (b'{"sentences": [Infinity]}', 400, "the body holds Infinity, which is not JSON", "non_finite"),
+    (b'{"sentences": [[-Infinity]]}', 400, "the body holds -Infinity, which is not JSON", "non_finite"),
+    (b'{"sentences": [1e999]}', 400, "the number 1e999 is too large for a float", "non_finite"),
+    (b'{"sentences": [' + b"1" * 5000 + b"]}", 400, "has 5000 digits, too many", "non_finite"),  # was a 500
+    (b'{"sentences": [["a"]], "sentences": [["b"]]}', 400, "the key 'sentences' appears twice in one object",
+     "duplicate_key"),
+    ([["a"]], 400, 'the body must be a JSON object like {"sentences": [...]}, got a list', "schema"),
+    ({}, 400, "'sentences' is missing", "schema"),
+    ({"sentences": "one string"}, 400, "'sentences' must be a list of token lists or strings, got a string",
+     "schema"),
+    ({"sentences": [3]}, 400, "sentences[0] must be a list of tokens or a string, got a number", "schema"),
+    ({"sentences": [["ok"], ["a", None]]}, 400, "sentences[1][1] must be a string (a token), got null", "schema"),
+    ({"sentences": [["a", ""]]}, 400, "sentences[0][1] is an empty token", "schema"),
+    ({"sentences": [["a b"]]}, 400, "sentences[0][0] 'a b' contains whitespace", "schema"),
+    ({"sentences": [["x"]], "output": "middle"}, 400, "'output' must be one of 'all', 'top', 'average', got 'middle'",
+     "schema"),
+    ({"sentences": [["x"]], "dtype": "int8"}, 400, "'dtype' must be one of 'float32', 'float16', got 'int8'",
+     "schema"),
+    ({"sentences": [["x"]], "layers": "top"}, 400, "unknown field 'layers' (the fields are: sentences, output, dtype)",
+     "schema"),
+    ({"sentences": [["x"] * 41]}, 413, "sentences[0] has 41 tokens, over the limit of 40 per sentence", "too_large"),
+    ({"sentences": [["x"]] * 17}, 413, "'sentences' holds 17 sentences, over the limit of 16 per request",
+     "too_large"),
+    ({"sentences": [["x"] * 40] * 3}, 413, "the request holds 120 tokens, over the limit of 100 per request",
+     "too_large"),
+    ({"sentences": [["x" * 30000]]}, 413, "over the limit of 20000 bytes", "too_large"),
 ]
 
 
-@pytest.mark.parametrize("body, status, message", BAD_REQUESTS, ids=[m[:30] for _, _, m in BAD_REQUESTS])
-def test_bad_request_gets_its_4xx_and_the_service_keeps_answering(service, body, status, message):
+@pytest.mark.parametrize("body, status, message, reason", BAD_REQUESTS, ids=[m[:30] for _, _, m, _ in BAD_REQUESTS])
+def test_bad_request_gets_its_4xx_is_counted_and_the_service_keeps_answering(service, body, status, message, reason):
+    counter = f'elmo_bad_requests_total{{reason="{reason}"}}'
+    before, errors_before = service.metric(counter), _server_errors(service)
     got, headers, answer = service.post_json(body)
     assert got == status and headers["content-type"] == "application/json"
-    assert message in answer["error"]
+    assert message in answer["error"] and "\n" not in answer["error"]
+    assert service.metric(counter) == before + 1
+    assert _server_errors(service) == errors_before
     assert service.post_json({"sentences": [["still", "here"]]})[0] == 200
+
+
+def _server_errors(service) -> int:
+    text = service.get("/metrics")[2].decode()
+    return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("elmo_requests_total")
+               and 'code="5' in line)
+
+
+def test_brackets_and_quotes_inside_tokens_do_not_count_as_nesting(service, reference):
+    tokens = ["[[[[[[[[[[", "{{{{{{{{{", '"[[[[[[[[[[', "\\", "]]"]
+    status, _, answer = service.post_json({"sentences": [tokens], "output": "top"})
+    assert status == 200, answer
+    assert_close(json_arrays(answer), expected(reference, [tokens], "top"))
 
 
 def test_wrong_method_and_unknown_path(service):
@@ -122,6 +155,16 @@ def test_api_key_is_required_on_every_path(service, authorization):
             service.headers = service_headers
         assert status == 401 and response_headers["www-authenticate"] == "Bearer"
         assert json.loads(body)["error"].startswith("the API key is " + ("missing" if not authorization else "wrong"))
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_auth_scheme_is_case_insensitive(service, scheme):
+    for path in ("/v1/embed", "/healthz"):
+        status, _, body = service.request("POST" if path == "/v1/embed" else "GET", path, b'{"sentences": [["a"]]}',
+                                          headers={"Authorization": f"{scheme} test-key-0123"})
+        assert status == 200, body
+    status, _, _ = service.get("/healthz", headers={"Authorization": "Basic test-key-0123"})
+    assert status == 401
 
 
 def test_a_client_that_leaves_mid_body_costs_nothing_and_logs_no_error(service):

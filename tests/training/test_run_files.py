@@ -17,7 +17,7 @@ def test_perplexity_of_the_demo_model_names_the_missing_softmax(tmp_path, capsys
     text.write_text("the cat sat on the mat .\n", encoding="utf-8")
     assert main(["perplexity", "--model", str(demo_model_dir()), "--data", str(text)]) == 1
     error = capsys.readouterr().err
-    assert "demo: no softmax file (softmax.hdf5), which perplexity and substitutes need" in error
+    assert "demo has no softmax (softmax.hdf5 + vocab.txt): perplexity needs a language model" in error
     assert "elmo finetune --model" in error and "checkpoint" not in error
 
 

@@ -123,8 +123,8 @@ def test_a_model_without_a_softmax_says_so_in_one_line(tmp_path, capsys):
     text.write_text("the cat\n", encoding="utf-8")
     assert main(["substitutes", str(text), "--model", str(model)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"elmo: error: {model}: no softmax file (softmax.hdf5), which perplexity and substitutes "
-                          "need") and "\n" not in err
+    assert err.startswith(f"elmo: error: {model} has no softmax (softmax.hdf5 + vocab.txt): substitutes needs a "
+                          "language model") and "\n" not in err
 
 
 @pytest.mark.parametrize(

@@ -68,9 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         flag = retired.split("=")[0]
         parser.exit(2, f"elmo: error: {flag} was removed: use {RETIRED_FLAGS[flag]}\n")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
-    )
+    if not logging.getLogger().handlers:  # a program (or test) that configured logging keeps its configuration
+        # INFO for elmo's own lines only: other packages (matplotlib's font manager, ...) speak from WARNING up
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+        logging.getLogger("elmo").setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
         if getattr(args, "device", None) is not None:
             checked_device(args.device)  # a device this machine lacks: one line, before any work

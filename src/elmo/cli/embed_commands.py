@@ -45,16 +45,18 @@ def cmd_embed(args: argparse.Namespace) -> int:
             count = job.run(args.input, args.output, progress=bar)
     finally:
         shutdown()
-    if ranks.is_main:
+    if ranks.is_main and not job.was_complete:
         log.info("embedded %d sentences into %s", count, args.output)
     return 0
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from elmo.formats.model_files import save_bilm
+    from elmo.runtime.atomic_files import check_destination
 
+    check_destination(args.output, args.force)  # before the model loads
     bilm = load_model(args)
-    save_bilm(bilm, args.output, native=args.to == "native")
+    save_bilm(bilm, args.output, native=args.to == "native", force=args.force)
     log.info("wrote %s model to %s", args.to, args.output)
     return 0
 
@@ -69,10 +71,10 @@ def cmd_dump_token_embeddings(args: argparse.Namespace) -> int:
 
 
 def cmd_warm_state(args: argparse.Namespace) -> int:
+    from elmo.formats.model_files import store_warm_state
     from elmo.formats.published import resolve_model
-    from elmo.formats.warm_state import store_warm_state
 
-    path = store_warm_state(resolve_model(args.model))
+    path = store_warm_state(resolve_model(args.model), force=args.force)
     log.info("wrote %s", path)
     return 0
 
@@ -117,6 +119,8 @@ def add_embed_commands(commands) -> None:
         "--to", choices=("hdf5", "native"), default="native", help="hdf5: options.json + weights.hdf5; "
         "native: config.json + model.safetensors (default)"
     )
+    convert.add_argument("--force", action="store_true", help="replace an existing non-empty output directory as a "
+                         "whole (without it, one is refused)")
     convert.set_defaults(func=cmd_convert)
 
     dump = commands.add_parser(
@@ -133,6 +137,8 @@ def add_embed_commands(commands) -> None:
     )
     warm.add_argument("--model", required=True, help="model directory (either format) or published model's name: "
                       "warm_state.safetensors is written there, computed from a shipped neutral text")
+    warm.add_argument("--force", action="store_true", help="replace a warm_state.safetensors the model directory "
+                      "already holds (without it, one is refused)")
     warm.set_defaults(func=cmd_warm_state)
 
     demo = commands.add_parser("demo", help="embed example sentences; show one word's vectors differ by context")

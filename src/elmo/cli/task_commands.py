@@ -11,7 +11,7 @@ from elmo.cli.setting_flags import add_flag, add_parameter_flag, add_setting_fla
 from elmo.errors import ElmoError
 from elmo.presets import TASK_PRESET_DIR, preset_names
 from elmo.runtime.extras import require
-from elmo.shared_settings import DEVICE, PROGRESS
+from elmo.shared_settings import DEVICE, PROGRESS, SEED
 from elmo.tasks.data import load_task_data
 from elmo.tasks.kinds import TASK_KINDS
 from elmo.tasks.task_config import TaskTrainConfig
@@ -22,9 +22,11 @@ log = logging.getLogger("elmo")
 
 def cmd_task_train(args: argparse.Namespace) -> int:
     require("seqeval", "tasks", "elmo task train")  # the tasks extra: one line, before any file is read or written
+    from elmo.runtime.atomic_files import check_destination
     from elmo.tasks import build_runner, train_task
     from elmo.tasks.task_config import read_task_config
 
+    check_destination(args.output, args.force)  # before any data or model loads
     config = read_task_config(args.config)
     if config.task != args.task:
         raise ElmoError(f"{args.config} is a '{config.task}' config, but the command says '{args.task}'")
@@ -38,8 +40,12 @@ def cmd_task_train(args: argparse.Namespace) -> int:
         args.task, args.train, args.dev, args.test, args.train_fraction, args.limit, seed=config.train.seed
     )
     progress = show_progress(args)
-    runner = build_runner(config, data, args.word_vectors, args.bilm, args.cache, args.device, progress)
-    result = train_task(runner, data, args.output, args.bilm, progress)
+    bilm = args.bilm
+    if bilm is None and config.elmo.enabled:  # as `elmo embed` without --model
+        log.info("no --bilm given: using the small demo biLM shipped with the package (see --bilm)")
+        bilm = "demo"
+    runner = build_runner(config, data, args.word_vectors, bilm, args.cache, args.device, progress)
+    result = train_task(runner, data, args.output, bilm, progress, force=args.force)
     test = "" if result.test_score is None else f", test {result.test_score:.2f}"
     log.info("best epoch %d: dev %.2f%s; model in %s", result.best_epoch, result.dev_score, test, args.output)
     return 0
@@ -85,8 +91,10 @@ def add_task_commands(commands) -> None:
     train.add_argument("--dev", required=True, help="dev file (selects the best epoch)")
     train.add_argument("--test", help="test file, scored with the dev-selected model")
     train.add_argument("--output", required=True, help="directory for the checkpoint, predictions and result.json")
+    train.add_argument("--force", action="store_true", help="replace an existing non-empty --output as a whole "
+                       "(without it, one is refused)")
     train.add_argument("--bilm", help="biLM: a model directory or archive, or a model name such as corpus or demo "
-                       "(`elmo models`); needed unless --no-elmo")
+                       "(`elmo models`); default: the shipped demo; task.json records a name as is, a path absolute")
     train.add_argument("--word-vectors", help="word2vec text file (from 'elmo task word-vectors'); default random")
     train.add_argument("--cache", help="HDF5 file caching biLM activations across runs (default: in memory)")
     train.add_argument("--no-elmo", action="store_true", help="the baseline: same model without ELMo")
@@ -115,6 +123,6 @@ def add_task_commands(commands) -> None:
     add_parameter_flag(vectors, "--algorithm", train_word_vectors, "skip-gram model", choices=("word2vec", "fasttext"))
     add_parameter_flag(vectors, "--min-count", train_word_vectors, "ignore rarer words")
     add_parameter_flag(vectors, "--epochs", train_word_vectors, "passes over the corpus")
-    add_parameter_flag(vectors, "--seed", train_word_vectors, "random seed")
+    add_flag(vectors, "seed", SEED)
     add_parameter_flag(vectors, "--workers", train_word_vectors, "threads")
     vectors.set_defaults(func=cmd_task_word_vectors)

@@ -25,7 +25,13 @@ def cmd_vocab(args: argparse.Namespace) -> int:
     from elmo.training.corpus import expand_shards
     from elmo.training.vocab_counts import count_words
 
-    counts = count_words(expand_shards(args.corpus))
+    shards = expand_shards(args.corpus)
+    counts = count_words(shards)
+    if not counts:  # an empty vocabulary would only fail later, in train
+        from elmo.errors import InputFileError
+
+        raise InputFileError(f"{', '.join(map(str, shards))}: no words (empty, or blank lines only); "
+                             f"{args.output} was not written")
     vocab = vocabulary_from_counts(counts, min_count=args.min_count, max_size=args.max_size)
     vocab.save(args.output)
     log.info("wrote %d words (%d distinct in the corpus, %d tokens) to %s", len(vocab), len(counts),
@@ -51,7 +57,7 @@ def _train_spec(args: argparse.Namespace, resume: bool, fine_tuning: bool = Fals
     return TrainSpec(
         config=config, train=train, vocab_path=Path(args.vocab), train_patterns=args.train, run_dir=Path(args.out),
         valid_path=Path(args.valid) if args.valid else None, max_steps=args.max_steps, resume=resume,
-        device=args.device, progress=show_progress(args),
+        device=args.device, progress=show_progress(args), force=args.force,
     )
 
 
@@ -114,7 +120,7 @@ def cmd_substitutes(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from elmo.training.run_files import export_run
 
-    out = export_run(args.run_dir, args.out_dir)
+    out = export_run(args.run_dir, args.out_dir, force=args.force)
     log.info("exported %s to %s (options.json, weights.hdf5, softmax.hdf5, vocab.txt)", args.run_dir, out)
     return 0
 
@@ -140,6 +146,8 @@ def _add_resume_flag(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true",
         help="continue the run in --out from its newest checkpoint (--config defaults to the run's own)",
     )
+    parser.add_argument("--force", action="store_true", help="a new run (without --resume) replaces an existing "
+                        "non-empty --out as a whole (without it, one is refused; an empty one is used)")
 
 
 def add_train_commands(commands) -> None:
@@ -156,13 +164,15 @@ def add_train_commands(commands) -> None:
     train.set_defaults(func=cmd_train)
 
     finetune = commands.add_parser("finetune", help="continue LM training of a published/exported model on new text")
-    finetune.add_argument("--model", required=True, help="model directory (options.json + weights.hdf5, softmax.hdf5)")
+    finetune.add_argument("--model", required=True, help="what `elmo embed --model` takes: a model directory, an "
+                          "archive, a shipped or published name (its softmax.hdf5 + vocab.txt are used if present)")
     _add_train_args(finetune, fine_tuning=True)
     _add_resume_flag(finetune)
     finetune.set_defaults(func=cmd_finetune)
 
     ppl = commands.add_parser("perplexity", help="full-softmax perplexity of a run or an export on a text file")
-    ppl.add_argument("--model", required=True, help="run directory or export directory")
+    ppl.add_argument("--model", required=True, help="run directory or export directory (any spelling `elmo embed "
+                     "--model` takes; it needs softmax.hdf5 + vocab.txt)")
     ppl.add_argument("--data", required=True, help="text file, one tokenised sentence per line")
     ppl.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
     add_parameter_flag(ppl, "--rows", model_perplexity, "parallel contiguous streams (1: one stream)")
@@ -179,7 +189,8 @@ def add_train_commands(commands) -> None:
     )
     subs.add_argument("input", help="text file, one tokenised sentence per line (UTF-8; .gz is unpacked; - reads "
                       "stdin)")
-    subs.add_argument("--model", required=True, help="run directory or export directory (with softmax.hdf5)")
+    subs.add_argument("--model", required=True, help="run directory or export directory (any spelling `elmo embed "
+                      "--model` takes; it needs softmax.hdf5 + vocab.txt)")
     subs.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
     add_parameter_flag(subs, "--top-k", model_substitutes, "candidates per token and direction")
     add_parameter_flag(subs, "--batch-size", model_substitutes, "sentences per batch")
@@ -190,5 +201,6 @@ def add_train_commands(commands) -> None:
 
     export = commands.add_parser("export", help="write a run's newest checkpoint as options.json + weights.hdf5")
     export.add_argument("run_dir", help="training run directory")
-    export.add_argument("out_dir", help="directory to write")
+    export.add_argument("out_dir", help="directory to write (an existing non-empty one only with --force)")
+    export.add_argument("--force", action="store_true", help="replace an existing non-empty out_dir as a whole")
     export.set_defaults(func=cmd_export)

@@ -1,4 +1,5 @@
-"""The ``progress`` callback of an embed job: a tqdm bar over this rank's sentences, with tokens/s.
+"""The ``progress`` callback of an embed job: a tqdm bar over this rank's sentences, with tokens/s, and, when the
+input is a file (not a stream), their total and an ETA (the job counts them up front: ``wants_total``/``set_total``).
 
 Called after every batch, it is also where a stop request (SIGINT/SIGTERM) ends the job between batches.
 """
@@ -19,6 +20,16 @@ class EmbedProgress:
         self.bar = tqdm(unit=" sentences", disable=not show, position=ranks.local_rank, desc=name, smoothing=0.1)
         self.tokens = 0
         self.stop = stop
+
+    @property
+    def wants_total(self) -> bool:
+        """Whether the job should count its sentences up front (only a bar that is shown needs them)."""
+        return not self.bar.disable
+
+    def set_total(self, total: int) -> None:
+        """This rank's sentences to embed: the bar then shows done / total and an ETA."""
+        self.bar.total = total
+        self.bar.refresh()
 
     def __call__(self, sentences: int, tokens: int) -> None:
         self.stop.raise_if_requested()

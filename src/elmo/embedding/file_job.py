@@ -9,7 +9,8 @@ line, keyed by the line index ("0", "1", ...) or by the sentence itself, of shap
 
 plus ``sentence_to_index``: a (1,) string dataset holding a JSON object sentence -> key. An empty line gives
 an empty (L + 1, 0, 2P) entry. The file's root attributes say what made the vectors (``model``, ``precision``,
-``device``, ``initial_state``: :meth:`SentenceEmbedder.provenance`).
+``device``, ``initial_state``: :meth:`SentenceEmbedder.provenance`) and how it was run (``embed_settings``: the
+parts manifest as JSON, which ``resume`` compares to tell a finished run of the same job).
 
 How a file is processed: lines are read lazily in chunks of ``chunk_size``; each chunk is batched by
 :func:`~elmo.embedding.contract.embed_unordered` and written as a part file (``elmo.embedding.parts``), which makes
@@ -27,11 +28,11 @@ from pathlib import Path
 
 from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size, embed_unordered, select_layers
 from elmo.embedding.embed_options import OutputOptions
-from elmo.embedding.parts import Parts, check_paths, sentence_key_problem
+from elmo.embedding.parts import Parts, check_paths, complete_output, sentence_key_problem
 from elmo.errors import ElmoError, InputFileError
 from elmo.runtime.distributed import DistInfo
 from elmo.runtime.text_files import display_name, is_stream
-from elmo.sentences import Line, read_sentences
+from elmo.sentences import Line, count_sentences, read_sentences
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class EmbedFileJob:
     output: OutputOptions = dataclasses.field(default_factory=OutputOptions)
     resume: bool = False
     ranks: DistInfo = dataclasses.field(default_factory=DistInfo)
+    was_complete: bool = dataclasses.field(default=False, init=False, repr=False)
+    """Set by :meth:`run`: ``resume`` found the output finished by the same job, and nothing was written."""
 
     def run(self, input_path: str | os.PathLike, output_path: str | os.PathLike,
             progress: Progress | None = None) -> int:
@@ -62,10 +65,18 @@ class EmbedFileJob:
         if is_stream(input_path) and (self.resume or ranks.world_size > 1):
             raise ElmoError(f"{display_name(input_path)} is read once, as it comes: --resume and torchrun need an "
                             "input file they can read again")
-        parts = Parts(output_path, self._manifest(input_path))
+        manifest = self._manifest(input_path)
+        self.was_complete = False
+        if self.resume and (count := complete_output(output_path, manifest)) is not None:
+            log.info("%s is complete: nothing to resume", output_path)
+            self.was_complete = True
+            return count
+        parts = Parts(output_path, manifest)
         if ranks.is_main:
             parts.prepare(self.resume)
         ranks.barrier()
+        if getattr(progress, "wants_total", False) and (total := self._to_embed(input_path, parts)) is not None:
+            progress.set_total(total)  # type: ignore[union-attr]
         seen_keys: dict[str, int] = {}  # sentence -> its line number
         n_lines = n_chunks = 0
         lines = read_sentences(input_path, output.input_format, output.errors, what="input file",
@@ -90,6 +101,15 @@ class EmbedFileJob:
                 log.warning("%s is empty: %s holds no sentences", display_name(input_path), output_path)
             parts.merge(n_chunks, output.forget_sentences, self.embedder.provenance())
         return n_lines
+
+    def _to_embed(self, input_path: Path, parts: Parts) -> int | None:
+        """The sentences this rank will embed (its chunks not done yet), counted up front; None for a stream."""
+        n = count_sentences(input_path, self.output.input_format)
+        if n is None:
+            return None
+        size = chunk_size(self.embedder.options)
+        return sum(min(size, n - start) for chunk, start in enumerate(range(0, n, size))
+                   if self.ranks.owns(chunk) and not parts.done(chunk))
 
     def _manifest(self, input_path: Path) -> dict:
         """What a resumed run must share with the run that wrote the parts."""

@@ -34,6 +34,9 @@ KEYS = "__keys__"
 SENTENCES = "__sentences__"
 MANIFEST = "manifest.json"
 SENTENCE_TO_INDEX = "sentence_to_index"
+EMBED_SETTINGS = "embed_settings"
+"""The output's root attribute that holds the run's manifest (JSON), so ``--resume`` can tell a finished run of the
+same job from one with a changed input or settings."""
 
 
 def parts_dir(output: Path) -> Path:
@@ -82,6 +85,42 @@ def sentence_key_problem(key: str, seen: dict[str, int], forget_sentences: bool)
     return None
 
 
+HOW_PARTS_ARE_CUT = ("chunk_size", "parts_format")
+"""Manifest keys that matter to unfinished parts only, not to a finished output's vectors."""
+
+
+def first_change(earlier: dict, now: dict) -> str | None:
+    """The first setting (by name) whose value differs between two manifests; None when they agree."""
+    return min((k for k in set(earlier) | set(now) if earlier.get(k) != now.get(k)), default=None)
+
+
+def complete_output(output: Path, manifest: dict) -> int | None:
+    """For ``--resume``: the number of sentences of ``output`` when it is a finished run of the job that ``manifest``
+    describes (nothing to resume); None when there is work to do (no output yet, or its parts are left). An output
+    of another input or other settings, or one that records no settings, is one error line."""
+    if parts_dir(output).exists() or not output.is_file() or not h5py.is_hdf5(output):
+        return None
+    redo = "rerun without --resume to replace it"
+    try:
+        with h5py.File(output, "r") as f:
+            stored = f.attrs.get(EMBED_SETTINGS)
+            count = sum(1 for k in f if k != SENTENCE_TO_INDEX or f[k].dtype.kind != "O")
+    except OSError as e:
+        raise ElmoError(f"--resume: {output}: cannot read the finished output ({e}); {redo}") from e
+    try:
+        earlier = json.loads(stored)
+    except (TypeError, ValueError):
+        raise ElmoError(f"--resume: {output} is complete but records no settings of an elmo embed run (an earlier "
+                        f"version or another program wrote it), so it cannot be checked; {redo}") from None
+    now = json.loads(json.dumps(manifest))  # compared as stored: tuples are lists
+    k = first_change({k: v for k, v in earlier.items() if k not in HOW_PARTS_ARE_CUT},
+                     {k: v for k, v in now.items() if k not in HOW_PARTS_ARE_CUT})
+    if k is not None:
+        raise ElmoError(f"--resume: {output} is complete, but setting '{k}' was {earlier.get(k)!r} when it was "
+                        f"written, now {manifest.get(k)!r}; {redo}")
+    return count
+
+
 def write_sentence_to_index(out: h5py.File, sentence_to_index: dict[str, str]) -> None:
     """The dataset ``allennlp elmo`` readers look for: (1,) string, a JSON object sentence -> dataset name."""
     dataset = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
@@ -121,9 +160,8 @@ class Parts:
             earlier = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             raise ElmoError(f"{path}: cannot read the earlier run's settings ({e}); delete {self.directory}") from e
-        changed = sorted(k for k in set(earlier) | set(self.manifest) if earlier.get(k) != self.manifest.get(k))
-        if changed:
-            k = changed[0]
+        k = first_change(earlier, self.manifest)
+        if k is not None:
             raise ElmoError(
                 f"--resume: setting '{k}' was {earlier.get(k)!r} in the interrupted run, now {self.manifest.get(k)!r}; "
                 f"rerun with the same settings or delete {self.directory}"
@@ -176,6 +214,7 @@ class Parts:
         try:
             with h5py.File(tmp, "w") as out:
                 out.attrs.update(attributes or {})
+                out.attrs[EMBED_SETTINGS] = json.dumps(self.manifest, sort_keys=True)
                 for chunk in range(n_chunks):
                     with h5py.File(self.path(chunk), "r") as part:
                         keys = json.loads(part[KEYS].asstr()[()])

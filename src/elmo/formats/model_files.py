@@ -14,15 +14,20 @@ import os
 from pathlib import Path
 
 from elmo.config import N_CHARACTERS_INFERENCE, BiLMConfig
-from elmo.errors import ConfigError, WeightFileError
+from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.archives import describe_meta, is_archive, load_archive, open_archive, pick_weights, read_meta
 from elmo.formats.checked_reads import read_json
 from elmo.formats.hdf5 import load_hdf5_weights, read_embedding_vocab_size, save_hdf5_weights
 from elmo.formats.manylangs import is_manylangs, load_manylangs, read_manylangs_config
 from elmo.formats.native import NATIVE_CONFIG_FILE, load_native, read_native_config, save_native
-from elmo.formats.warm_state import attach_stored_warm_state, write_warm_state
+from elmo.formats.warm_state import (
+    attach_stored_warm_state,
+    check_warm_state_destination,
+    model_warm_state,
+    write_warm_state,
+)
 from elmo.modules.bilm import BiLM, build_bilm
-from elmo.runtime.atomic_files import write_text_atomic
+from elmo.runtime.atomic_files import replace_directory, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +141,21 @@ def _model_directory(model: str | os.PathLike) -> Path:
     return directory
 
 
-def save_bilm(bilm: BiLM, directory: str | os.PathLike, native: bool = False) -> Path:
-    """Write ``bilm`` into ``directory``: options.json + weights.hdf5, or the native pair with ``native=True``."""
+def save_bilm(bilm: BiLM, directory: str | os.PathLike, native: bool = False, force: bool = False) -> Path:
+    """Write ``bilm`` into ``directory``: options.json + weights.hdf5, or the native pair with ``native=True``.
+
+    The directory is made as a whole (built beside it, then renamed into place): an existing non-empty one is
+    refused unless ``force``, which replaces it, so no file of an earlier model is left beside the new one."""
     if bilm.config is None:
         raise ValueError("save_bilm: the biLM has no config (build it with build_bilm)")
     if not native and bilm.config.manylangs is not None:
         raise ConfigError("an ELMoForManyLangs model has no options.json + weights.hdf5 form (bilm-tf's layout has "
                           "no word embedding and no character lexicon): convert it --to native")
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    return replace_directory(directory, lambda tmp: write_bilm_files(bilm, tmp, native), force)
+
+
+def write_bilm_files(bilm: BiLM, directory: Path, native: bool = False) -> None:
+    """The model's files (and its warm state, if it has one) into the existing directory ``directory``."""
     if native:
         save_native(bilm, directory)
     else:
@@ -152,4 +163,15 @@ def save_bilm(bilm: BiLM, directory: str | os.PathLike, native: bool = False) ->
         write_options(bilm.config, directory / OPTIONS_FILE)
     if getattr(bilm, "warm_state", None) is not None:  # the warm state goes with the model into either format
         write_warm_state(directory, bilm, bilm.warm_state)
-    return directory
+
+
+def store_warm_state(model_dir: str | os.PathLike, force: bool = False) -> Path:
+    """``elmo warm-state``: compute the warm state of the model in ``model_dir`` (either format) and write
+    ``warm_state.safetensors`` there; an earlier one is refused unless ``force``, which replaces it (atomically).
+    Returns its path."""
+    directory = Path(model_dir)
+    if not directory.is_dir() or not is_model_dir(directory):
+        raise ElmoError(f"{directory}: not a model directory (a warm state is stored beside the model's files)")
+    check_warm_state_destination(directory, force)  # before the model loads
+    bilm = load_bilm(directory, warm_state=False)
+    return write_warm_state(directory, bilm, model_warm_state(bilm))

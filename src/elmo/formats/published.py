@@ -201,6 +201,20 @@ def resolve_model(model: str | os.PathLike) -> Path:
     return model_path(fetch_model(str(model), registry=registry), registry[str(model)])
 
 
+def is_model_name(model: str | os.PathLike) -> bool:
+    """Whether ``model`` names a shipped or a published model (a name, not a path)."""
+    text = str(model)
+    return "/" not in text and os.sep not in text and (text in shipped_models() or text in read_registry())
+
+
+def model_reference(model: str | os.PathLike) -> str:
+    """How a file records the model ``model`` spells, so that a later command from any working directory finds it
+    again: an existing directory or archive (what :func:`resolve_model` takes first) by its absolute path, a shipped
+    or published name as the name."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.is_dir() or path.is_file() else str(model)
+
+
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 """The models shipped inside the package, one folder each with its card (README.md), so that ELMo works offline on
 a fresh machine and after ``pip install``: ``demo`` (small, trained on public-domain novels) and ``corpus`` (the

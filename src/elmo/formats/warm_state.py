@@ -21,7 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from elmo.errors import ElmoError, WeightFileError
+from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.checked_reads import read_safetensors
 from elmo.modules.bilm import BiLM, BiLMState
 from elmo.modules.initial_state import check_state, stream_state
@@ -103,7 +103,7 @@ def read_warm_state(path: str | os.PathLike, bilm: BiLM) -> BiLMState:
         raise WeightFileError(str(e)) from e
     if metadata.get("weights") != weights_fingerprint(bilm):
         raise WeightFileError(f"{path}: computed for other weights than this model's; run `elmo warm-state --model "
-                              f"{path.parent}` again (or delete the file)")
+                              f"{path.parent} --force` (or delete the file)")
     return state[0].float(), state[1].float()
 
 
@@ -123,13 +123,8 @@ def model_warm_state(bilm: BiLM) -> BiLMState:
     return compute_warm_state(bilm, vectors, vectors.boundary_tokens)
 
 
-def store_warm_state(model_dir: str | os.PathLike) -> Path:
-    """``elmo warm-state``: compute the warm state of the model in ``model_dir`` (either format) and write
-    ``warm_state.safetensors`` there, replacing any earlier one; returns its path."""
-    from elmo.formats.model_files import is_model_dir, load_bilm  # model_files reads warm states through this module
-
-    directory = Path(model_dir)
-    if not directory.is_dir() or not is_model_dir(directory):
-        raise ElmoError(f"{directory}: not a model directory (a warm state is stored beside the model's files)")
-    bilm = load_bilm(directory, warm_state=False)
-    return write_warm_state(directory, bilm, model_warm_state(bilm))
+def check_warm_state_destination(model_dir: str | os.PathLike, force: bool = False) -> None:
+    """Refuse a model directory that already holds a warm state (one line naming ``--force``), unless ``force``."""
+    path = Path(model_dir) / WARM_STATE_FILE
+    if not force and os.path.lexists(path):
+        raise ConfigError(f"{path} exists; pass --force to replace it")

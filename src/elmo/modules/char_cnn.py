@@ -58,6 +58,7 @@ class MaxPool(torch.autograd.Function):
         maxima = x == values.unsqueeze(1)  # (n, positions, F) bool
         maxima = maxima.view(torch.uint8) if small == torch.uint8 else maxima.to(small)  # bool -> uint8: no copy
         first = positions - maxima.mul_(weights).amax(dim=1)  # (n, F)
+        first.clamp_(max=positions - 1)  # a NaN equals nothing: its column gets the last position, not one past it
         ctx.save_for_backward(first)
         return values
 

@@ -10,6 +10,7 @@ Peters et al. (2018), section 3.2-3.3. Typical use in a task model, with ELMo at
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,6 +127,12 @@ class Elmo(ElmoHead):
         token_boundary_ids: tuple[int, int] | None = None,
         alignment: torch.Tensor | None = None,
     ) -> None:
+        if isinstance(bilm, (str, os.PathLike)):  # AllenNLP's Elmo(options_file, weight_file, n): one clear line
+            raise TypeError(
+                f"elmo.Elmo takes a loaded biLM, not the path {str(bilm)!r}: write "
+                "elmo.Elmo(elmo.load_bilm(path), num_output_representations), or use AllenNLP's signature "
+                "Elmo(options_file, weight_file, num_output_representations) through `from elmo.allennlp import Elmo`"
+            )
         super().__init__(
             bilm.num_layers,
             num_output_representations,

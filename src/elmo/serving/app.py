@@ -2,7 +2,8 @@
 
     POST /v1/embed   {"sentences": [...], "output": "all"|"top"|"average", "dtype": "float32"|"float16"}
     GET  /v1/model   the model's name, layers, dimension, precision and the service's limits
-    GET  /healthz    the process is up        GET /readyz   the model is loaded and warm (503 until then)
+    GET  /healthz    the process is up        GET /readyz   the model is loaded and warm (503 until then, and
+                                                            again from the moment SIGTERM or SIGINT arrives)
     GET  /metrics    Prometheus text format
 
 The vectors come from :class:`~elmo.embedding.embedder.Embedder` through the :class:`DynamicBatcher`, and
@@ -16,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import io
+import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -70,13 +73,24 @@ def create_app(
         batcher = DynamicBatcher(embedder, options, metrics)
         batcher.start()
         app.state.batcher = batcher
-        yield
+        app.state.draining = False
+
+        def draining() -> None:  # in a signal handler: no I/O on the event loop, only flags
+            app.state.draining = True
+            metrics.ready = 0
+
+        restore = _before_stop_signals(draining)
+        try:
+            yield
+        finally:
+            restore()
         await batcher.stop()  # uvicorn has let every open request finish; this ends the model thread
 
     async def embed(request: Request) -> Response:
         try:
             parsed = parse_embed_request(await _body(request, options.max_request_bytes), options)
         except RequestError as e:
+            metrics.bad_requests[e.reason] += 1
             return error(e.status, e.message)
         except ClientDisconnect:  # gone before its body arrived: nothing was queued, nobody to answer
             metrics.cancelled_requests += 1
@@ -123,7 +137,8 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        ready = request.app.state.batcher.ready
+        # not ready from the moment a stop signal came (uvicorn closes the listener at its next 0.1 s tick)
+        ready = request.app.state.batcher.ready and not request.app.state.draining
         return JSONResponse({"ready": ready, "model": model_name}, status_code=200 if ready else 503)
 
     async def metrics_text(request: Request) -> Response:
@@ -141,12 +156,17 @@ def create_app(
 
 
 class Guard:
-    """ASGI middleware: refuses requests without the API key (401) and counts every response by path and status."""
+    """ASGI middleware: refuses requests without the API key (401) and counts every response by path and status
+    (a 500 from an unexpected exception included).
+
+    The scheme of ``Authorization: Bearer KEY`` is case-insensitive (RFC 7235 section 2.1: ``bearer``, ``BEARER``);
+    the key is compared in constant time.
+    """
 
     def __init__(self, app: Callable, metrics: Metrics, api_key: str | None) -> None:
         self.app = app
         self.metrics = metrics
-        self.expected = f"Bearer {api_key}".encode() if api_key else None
+        self.expected = api_key.encode() if api_key else None
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable[[dict], Awaitable[None]]) -> None:
         if scope["type"] != "http":
@@ -155,7 +175,10 @@ class Guard:
         path = scope["path"] if scope["path"] in KNOWN_PATHS else "other"
         if self.expected is not None:
             given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            scheme, _, key = given.partition(b" ")
+            # compare_digest runs for every request, whatever the scheme, so the time says nothing about the key
+            key_matches = hmac.compare_digest(key.lstrip(b" "), self.expected)
+            if not (key_matches and scheme.lower() == b"bearer"):
                 self.metrics.responses[path, 401] += 1
                 problem = "is missing" if not given else "is wrong"
                 response = error(401, f"the API key {problem}: send 'Authorization: Bearer KEY'",
@@ -163,15 +186,54 @@ class Guard:
                 await response(scope, receive, send)
                 return
 
+        started = False
+
         async def counting_send(message: dict) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 self.metrics.responses[path, message["status"]] += 1
             await send(message)
 
-        await self.app(scope, receive, counting_send)
+        try:
+            await self.app(scope, receive, counting_send)
+        except Exception:
+            if not started:  # Starlette's outer middleware answers 500: count it too
+                self.metrics.responses[path, 500] += 1
+            raise
 
 
 KNOWN_PATHS = ("/v1/embed", "/v1/model", "/healthz", "/readyz", "/metrics")
+
+
+def _before_stop_signals(callback: Callable[[], None]) -> Callable[[], None]:
+    """Runs ``callback`` first whenever SIGTERM or SIGINT arrives, then the handler installed before (uvicorn's,
+    which starts the graceful shutdown); returns what puts the previous handlers back.
+
+    Called from the lifespan startup, inside uvicorn's ``capture_signals`` (so in each worker process too); off the
+    main thread (an app run in a test client) signals cannot be handled and nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {}
+    for number in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(number)
+        if not callable(handler):
+            continue
+
+        def chained(signum, frame, handler=handler):
+            callback()
+            handler(signum, frame)
+
+        previous[number] = handler
+        signal.signal(number, chained)
+
+    def restore() -> None:
+        if threading.current_thread() is threading.main_thread():
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    return restore
 
 
 async def _body(request: Request, limit: int) -> bytes:

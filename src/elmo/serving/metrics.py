@@ -10,6 +10,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
+from elmo.serving.requests import REASONS
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -39,6 +41,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.responses: Counter[tuple[str, int]] = Counter()  # (path, status) -> count
+        self.bad_requests: Counter[str] = Counter({reason: 0 for reason in REASONS})  # refused bodies by reason
         self.sentences = 0
         self.tokens = 0
         self.batches = 0
@@ -64,6 +67,10 @@ class Metrics:
                  "# TYPE elmo_requests_total counter"]
         lines += [f'elmo_requests_total{{path="{path}",code="{status}"}} {count}'
                   for (path, status), count in sorted(self.responses.items())]
+        lines += ["# HELP elmo_bad_requests_total POST /v1/embed bodies refused with 400 or 413, by reason",
+                  "# TYPE elmo_bad_requests_total counter"]
+        lines += [f'elmo_bad_requests_total{{reason="{reason}"}} {count}'
+                  for reason, count in sorted(self.bad_requests.items())]
         for name, kind, help, value in (
             ("elmo_sentences_total", "counter", "sentences embedded", self.sentences),
             ("elmo_tokens_total", "counter", "tokens embedded", self.tokens),
@@ -74,7 +81,8 @@ class Metrics:
              self.skipped_sentences),
             ("elmo_queue_requests", "gauge", "requests waiting for the model", self.queue_requests),
             ("elmo_queue_sentences", "gauge", "sentences waiting for the model", self.queue_sentences),
-            ("elmo_ready", "gauge", "1 when the model is loaded and warm", self.ready),
+            ("elmo_ready", "gauge", "1 when the model is loaded and warm (0 again once SIGTERM or SIGINT came)",
+             self.ready),
         ):
             lines += [f"# HELP {name} {help}", f"# TYPE {name} {kind}", f"{name} {value}"]
         for histogram in (self.batch_sentences, self.batch_tokens, self.batch_seconds, self.round_requests,

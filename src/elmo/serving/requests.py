@@ -2,26 +2,42 @@
 
 A sentence is a list of tokens or a string split on whitespace, exactly as ``elmo embed`` splits a line, so the
 same text gets the same vectors. Checks run before any work is queued, so a bad request costs the model nothing.
+
+The JSON is read strictly: the nesting depth is checked on the raw bytes before parsing (``json`` recurses once per
+level, so 100,000 ``[`` would raise RecursionError), and NaN/Infinity literals, numbers too large for a float or
+with more digits than Python converts (a ValueError, not a JSONDecodeError) and duplicate keys are refused. Every
+refusal carries a ``reason`` that ``/metrics`` counts (``elmo_bad_requests_total``).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
+
+import numpy as np
 
 from elmo.embedding.embed_options import OUTPUT_DTYPES, OUTPUT_LAYERS
 from elmo.serving.serve_options import ServeOptions
 
 FIELDS = ("sentences", "output", "dtype")
+MAX_NESTING = 8
+"""Deepest nesting of lists and objects accepted; a request needs 3 (object, sentences list, sentence list)."""
+REASONS = ("not_utf8", "not_json", "nesting", "non_finite", "duplicate_key", "schema", "too_large")
+"""Why a request was refused, as ``/metrics`` counts it (``elmo_bad_requests_total{reason}``): 413 for
+``too_large``, 400 for the others; ``schema`` is valid JSON that is not a valid request."""
 
 
 class RequestError(Exception):
-    """A request the service refuses: ``status`` (400 malformed, 413 over a limit) and a one-line message."""
+    """A request the service refuses: ``status`` (400 malformed, 413 over a limit), a one-line message, and the
+    ``reason`` (one of :data:`REASONS`) that ``/metrics`` counts it under."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason or ("too_large" if status == 413 else "schema")
 
 
 @dataclass(frozen=True)
@@ -41,11 +57,16 @@ def parse_embed_request(body: bytes, limits: ServeOptions) -> EmbedRequest:
     if len(body) > limits.max_request_bytes:
         raise too_large(len(body), limits.max_request_bytes)
     try:
-        data = json.loads(body)
+        text = body.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RequestError(400, f"the body is not UTF-8 JSON: {e.reason} at byte {e.start}") from None
+        raise RequestError(400, f"the body is not UTF-8 JSON: {e.reason} at byte {e.start}", "not_utf8") from None
+    check_nesting(body)
+    try:
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_int,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
-        raise RequestError(400, f"the body is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        raise RequestError(400, f"the body is not JSON: {e.msg} at line {e.lineno} column {e.colno}",
+                           "not_json") from None
     if not isinstance(data, dict):
         raise RequestError(400, f'the body must be a JSON object like {{"sentences": [...]}}, got {_kind(data)}')
     unknown = sorted(set(data) - set(FIELDS))
@@ -67,6 +88,55 @@ def parse_embed_request(body: bytes, limits: ServeOptions) -> EmbedRequest:
     output = _choice(data, "output", OUTPUT_LAYERS)
     dtype = _choice(data, "dtype", OUTPUT_DTYPES)
     return EmbedRequest(checked, output, dtype)
+
+
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEPS = bytes.maketrans(b"[{]}", bytes([1, 1, 255, 255]))
+
+
+def check_nesting(body: bytes, limit: int = MAX_NESTING) -> None:
+    """Refuses (400) a UTF-8 ``body`` whose lists and objects nest deeper than ``limit``, without parsing it.
+
+    Linear time, no recursion: escapes are dropped first (so that a string holds no quote), then strings (brackets
+    in tokens do not count), and the depth is the running sum of the brackets left. Exact for valid JSON; in a body
+    that is not JSON it is exact up to the first error, which is as far as the parser would get.
+    """
+    brackets = _STRING.sub(b"", _ESCAPE.sub(b"", body)).translate(None, _NOT_BRACKET)
+    if len(brackets) <= limit:
+        return
+    depth = int(np.cumsum(np.frombuffer(brackets.translate(_STEPS), dtype=np.int8), dtype=np.int64).max())
+    if depth > limit:
+        raise RequestError(400, f"the body nests lists and objects {depth} deep, over the limit of {limit} "
+                                "(a request needs 3)", "nesting")
+
+
+def _no_constant(name: str) -> None:
+    raise RequestError(400, f"the body holds {name}, which is not JSON: numbers must be finite", "non_finite")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise RequestError(400, f"the number {_clip(text)} is too large for a float", "non_finite")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # over Python's limit on digits (4300): a ValueError, not a JSONDecodeError
+        raise RequestError(400, f"the number {_clip(text)} has {len(text)} digits, too many", "non_finite") from None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise RequestError(400, f"the key {_clip(key)!r} appears twice in one object", "duplicate_key")
+    return data
 
 
 def too_large(size: int, limit: int) -> RequestError:

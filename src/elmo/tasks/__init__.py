@@ -15,10 +15,11 @@ from elmo.tasks.crf import ConditionalRandomField, bio_allowed_transitions
 from elmo.tasks.data import load_task_data, read_examples
 from elmo.tasks.elmo_features import ActivationCache, CachedElmo
 from elmo.tasks.kinds import TASK_KINDS, TaskKind, task_kind
+from elmo.tasks.model_config import ModelConfig
 from elmo.tasks.runner import TaskRunner
 from elmo.tasks.sentence_labels import LabelledSentence, read_labelled_sentences
 from elmo.tasks.task_checkpoint import load_task_model, save_task_model
-from elmo.tasks.task_config import ElmoUseConfig, ModelConfig, TaskConfig, TaskTrainConfig
+from elmo.tasks.task_config import ElmoUseConfig, TaskConfig, TaskTrainConfig
 from elmo.tasks.task_trainer import TaskData, TrainResult, build_runner, train_task
 from elmo.tasks.word_vectors import read_word_vectors, train_word_vectors
 

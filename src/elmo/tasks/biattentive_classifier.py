@@ -22,7 +22,7 @@ from elmo.tasks.classifier import SentenceClassifier
 from elmo.tasks.task_batches import TaskBatch
 
 if TYPE_CHECKING:  # a type hint only: kinds.py imports the models, task_config.py imports kinds.py
-    from elmo.tasks.task_config import ModelConfig
+    from elmo.tasks.model_config import ModelConfig
 
 
 class BiattentiveClassifier(SentenceClassifier):

@@ -17,14 +17,14 @@ from elmo.tasks.biattentive_classifier import BiattentiveClassifier
 from elmo.tasks.classifier import MaxPoolClassifier
 from elmo.tasks.conll import read_conll, write_conll_predictions
 from elmo.tasks.metrics import accuracy, conll_f1
+from elmo.tasks.model_config import CLASSIFIER_NAMES, ModelConfig
 from elmo.tasks.sentence_labels import read_labelled_sentences, write_label_predictions
 from elmo.tasks.tagger import CrfTagger
 
 if TYPE_CHECKING:
-    from elmo.tasks.task_config import ModelConfig
     from elmo.tasks.task_encoder import TaskEncoder
 
-CLASSIFIERS: dict[str, type[TaskEncoder]] = {"maxpool": MaxPoolClassifier, "bcn": BiattentiveClassifier}
+CLASSIFIERS: dict[str, type[TaskEncoder]] = dict(zip(CLASSIFIER_NAMES, (MaxPoolClassifier, BiattentiveClassifier)))
 """The sentence classifiers by ``model.classifier``: BiLSTM + max-pooling, or the paper's biattentive network."""
 
 

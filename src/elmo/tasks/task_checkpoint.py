@@ -20,7 +20,7 @@ from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json, read_safetensors
 from elmo.formats.model_files import load_bilm
-from elmo.formats.published import resolve_model
+from elmo.formats.published import is_model_name, resolve_model
 from elmo.runtime.atomic_files import write_atomic, write_json_atomic
 from elmo.runtime.hashing import sha256_file
 from elmo.tasks.builder import build_elmo, build_task_model
@@ -80,10 +80,22 @@ def load_task_model(
         raise WeightFileError(f"{weights_path}: does not match {META_FILE} (interrupted save?); retrain or restore")
     tensors = read_safetensors(weights_path)
     config = TaskConfig.from_dict(meta["config"], source=str(directory / META_FILE))
+    bilm_dir = bilm_dir or _recorded_bilm(directory, meta)
     runner = _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, progress)
     load_checked_state(runner.model, tensors, weights_path, skip_prefix=BILM_PREFIX)
     runner.model.to(device).eval()
     return runner
+
+
+def _recorded_bilm(directory: Path, meta: dict) -> str | None:
+    """The biLM ``task.json`` records: a shipped or published name, or a path that must still exist."""
+    info = meta.get("elmo")
+    location = info.get("bilm_dir") if isinstance(info, dict) else None
+    if not location or is_model_name(location) or Path(location).exists():
+        return location
+    raise WeightFileError(
+        f"task model {directory} was trained with the biLM {location}, which no longer exists; pass --bilm PATH"
+    )
 
 
 def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, progress) -> TaskRunner:

@@ -23,7 +23,7 @@ from elmo.tasks.task_batches import TaskBatch
 from elmo.tasks.token_input import TokenInput
 
 if TYPE_CHECKING:  # a type hint only: kinds.py imports the models, task_config.py imports kinds.py
-    from elmo.tasks.task_config import ModelConfig
+    from elmo.tasks.model_config import ModelConfig
 
 
 class TaskEncoder(nn.Module):

@@ -1,7 +1,9 @@
 """Train a task model: Adam, gradient clipping, model selection on the dev score, early stopping.
 
 The best model (by dev score) is checkpointed as soon as it is found; at the end it is restored, scored on dev
-and test, and its predictions are written. Only the scalar mixes and the task model train; the biLM is frozen.
+and test, and its predictions are written. All of it goes into a temporary sibling of the output directory, which
+takes the output's place when training ends (an earlier output only with ``force``). Only the scalar mixes and the
+task model train; the biLM is frozen.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
 from elmo.formats.model_files import load_bilm
-from elmo.formats.published import resolve_model
-from elmo.runtime.atomic_files import write_json_atomic
+from elmo.formats.published import model_reference, resolve_model
+from elmo.runtime.atomic_files import check_destination, replace_directory, write_json_atomic
 from elmo.tasks.builder import build_elmo, build_task_model
 from elmo.tasks.elmo_features import ActivationCache
 from elmo.tasks.runner import TaskRunner
@@ -131,8 +133,21 @@ def train_task(
     output_dir: str | os.PathLike | None = None,
     bilm_dir: str | os.PathLike | None = None,
     progress: bool = True,
+    force: bool = False,
 ) -> TrainResult:
-    """Train ``runner.model`` on ``data.train``, select on ``data.dev``, score ``data.test``; see module doc."""
+    """Train ``runner.model`` on ``data.train``, select on ``data.dev``, score ``data.test``; see module doc.
+
+    ``output_dir`` is written as a whole: built in a temporary sibling and renamed into place at the end. An
+    existing non-empty one is refused before training unless ``force``, which replaces it."""
+    if output_dir is None:
+        return _train_task(runner, data, None, bilm_dir, progress)
+    check_destination(output_dir, force)  # before any training
+    result: list[TrainResult] = []
+    replace_directory(output_dir, lambda tmp: result.append(_train_task(runner, data, tmp, bilm_dir, progress)), force)
+    return result[0]
+
+
+def _train_task(runner: TaskRunner, data: TaskData, output_dir, bilm_dir, progress: bool) -> TrainResult:
     cfg = runner.config.train
     started = time.time()
     for split in (data.train, data.dev, data.test or []):
@@ -182,4 +197,5 @@ def write_predictions(runner: TaskRunner, path: Path, examples: Sequence, predic
 
 
 def _resolved(path) -> str | None:
-    return None if path is None else str(Path(path).resolve())
+    """How task.json records the biLM: a shipped or published name as is, a path absolute (any working directory)."""
+    return None if path is None else model_reference(path)

@@ -17,6 +17,7 @@ import torch
 from elmo.devices import checked_device
 from elmo.formats.checked_reads import read_json
 from elmo.formats.model_files import load_bilm, read_model_config
+from elmo.formats.published import model_reference, resolve_model
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_json_atomic
@@ -38,7 +39,7 @@ def model_training_keys(model_dir: str | Path) -> dict[str, Any]:
 
     Fine-tuning without a preset starts from them, as bilm-tf's ``restart.py`` does, except :data:`CORPUS_KEYS`.
     """
-    training = read_model_config(model_dir).training
+    training = read_model_config(resolve_model(model_dir)).training
     keys = {k: v for k, v in training.items() if k not in CORPUS_KEYS and v is not None}
     if keys:
         log.info("fine-tuning with the model's own %s", ", ".join(f"{k} {v}" for k, v in sorted(keys.items())))
@@ -50,9 +51,12 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
 
     They are also written to ``RUN_DIR/finetune.json`` (``None`` without a held-out file). With ``spec.resume`` the
     run continues from its newest checkpoint exactly as if it had not stopped (SIGINT/SIGTERM checkpoint the step
-    in progress), and "before" is the one measured when the run started.
+    in progress), and "before" is the one measured when the run started. ``model_dir`` is any spelling ``elmo embed
+    --model`` takes (a directory, an archive, a shipped or published name); ``finetune.json`` records it as
+    :func:`~elmo.formats.published.model_reference` does (a name as is, a path absolute).
     """
-    model_dir = Path(model_dir)
+    recorded = model_reference(model_dir)
+    model_dir = resolve_model(model_dir)
     bilm = load_bilm(model_dir)
     vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
     lm = wrap_bilm(bilm, _softmax_for(model_dir, vocab, bilm.token_encoder.output_dim, spec.train.seed), spec.train)
@@ -66,7 +70,7 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     if result["before"] is not None:
         log.info("before fine-tuning: held-out perplexity %s", _short(result["before"]))
     trainer = start_run(spec, DistInfo(), checked_device(spec.device))
-    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": str(model_dir), **result})  # "before", for --resume
+    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": recorded, **result})  # "before", for --resume
     trainer.run_stoppable("fine-tuning")
     if sentences:
         step, final = trainer.last_evaluation or (None, None)  # the trainer scores the file after its last step
@@ -74,7 +78,7 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
             final = perplexity(trainer.lm, vocab, sentences, rows=spec.train.eval_rows, device=trainer.device)
         result["after"] = final.to_dict()
         log.info("after fine-tuning: held-out perplexity %s", _short(result["after"]))
-    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": str(model_dir), **result})
+    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": recorded, **result})
     return result
 
 

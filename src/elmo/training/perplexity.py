@@ -75,7 +75,7 @@ def model_perplexity(
     if rows < 1:
         raise SettingError("rows", f"must be >= 1, got {rows}")
     device = checked_device(device)
-    lm, stored_vocab = load_language_model(model)
+    lm, stored_vocab = load_language_model(model, "perplexity")
     words = Vocabulary.from_file(vocab, require_special_tokens=True) if vocab else stored_vocab
     if words is None:
         raise ElmoError(f"{model}: no vocab.txt stored with the model; pass --vocab")

@@ -22,15 +22,16 @@ from pathlib import Path
 import torch
 
 from elmo.config import BiLMConfig
-from elmo.errors import WeightFileError
+from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json
 from elmo.formats.checkpoints import latest_checkpoint, read_model_state
-from elmo.formats.model_files import is_model_dir, load_bilm, save_bilm
+from elmo.formats.model_files import is_model_dir, load_bilm, write_bilm_files
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax, write_softmax
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.initialization import init_like_original
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.modules.softmax import Softmax
+from elmo.runtime.atomic_files import check_destination, replace_directory
 from elmo.training.train_config import TrainConfig, split_preset
 from elmo.vocab import Vocabulary
 
@@ -62,14 +63,26 @@ def is_run_dir(path: str | Path) -> bool:
     return (Path(path) / RUN_CONFIG_FILE).is_file()
 
 
-def load_language_model(path: str | Path) -> tuple[BiLMLanguageModel, Vocabulary | None]:
-    """A run directory (its newest checkpoint) or an export directory -> (model in eval mode, its vocab if stored).
+def load_language_model(model: str | Path, needed_by: str = "this") -> tuple[BiLMLanguageModel, Vocabulary | None]:
+    """A run directory (its newest checkpoint) or an export directory, by any spelling ``elmo embed --model`` takes
+    (a directory, an archive, a shipped or published name) -> (model in eval mode, its vocab if stored).
 
-    A directory with both a run's config and a model but no checkpoint (the shipped demo) is read as a model.
+    A directory with both a run's config and a model but no checkpoint (the shipped demo) is read as a model. A
+    model without a softmax is one error line that says where one comes from (``needed_by``: the command).
     """
-    path = Path(path)
-    if is_run_dir(path) and (latest_checkpoint(path) is not None or not is_model_dir(path)):
+    from elmo.formats.published import is_model_name, read_registry, resolve_model
+
+    published = not Path(model).expanduser().exists() and is_model_name(model)
+    files = read_registry().get(str(model), {}).get("files", {}) if published else {}
+    path = None if files and SOFTMAX_FILE not in files else resolve_model(model)  # no download to find none
+    if path is not None and is_run_dir(path) and (latest_checkpoint(path) is not None or not is_model_dir(path)):
         return _load_run(path)
+    if path is None or not (path / SOFTMAX_FILE).is_file():
+        raise WeightFileError(
+            f"{model} has no softmax ({SOFTMAX_FILE} + {VOCAB_FILE}): {needed_by} needs a language model: a run "
+            f"directory of `elmo train` or `elmo finetune`, or its `elmo export`; no shipped or published model has "
+            f"one (`elmo finetune --model {model} ...` trains one)"
+        )
     bilm = load_bilm(path)
     softmax = read_softmax(path / SOFTMAX_FILE, bilm.token_encoder.output_dim)
     lm = BiLMLanguageModel(bilm, softmax, num_sampled=None)
@@ -88,20 +101,29 @@ def _load_run(run_dir: Path) -> tuple[BiLMLanguageModel, Vocabulary]:
     return lm.eval(), vocab
 
 
-def export_language_model(lm: BiLMLanguageModel, out_dir: str | Path, vocab_path: str | Path | None = None) -> Path:
-    """Write the biLM in the original layout, the softmax beside it, and the vocabulary."""
-    out = Path(out_dir)
-    save_bilm(lm.bilm, out)
-    write_softmax(out / SOFTMAX_FILE, lm.softmax)
-    if vocab_path is not None:
-        shutil.copyfile(vocab_path, out / VOCAB_FILE)
-    return out
+def export_language_model(
+    lm: BiLMLanguageModel, out_dir: str | Path, vocab_path: str | Path | None = None, force: bool = False
+) -> Path:
+    """Write the biLM in the original layout, the softmax beside it, and the vocabulary, as one new directory: an
+    existing non-empty ``out_dir`` is refused unless ``force``, which replaces it as a whole."""
+
+    def build(tmp: Path) -> None:
+        write_bilm_files(lm.bilm, tmp)
+        write_softmax(tmp / SOFTMAX_FILE, lm.softmax)
+        if vocab_path is not None:
+            shutil.copyfile(vocab_path, tmp / VOCAB_FILE)
+
+    return replace_directory(out_dir, build, force)
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path) -> Path:
-    """``elmo export``: the newest checkpoint of a run -> an export directory."""
+def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> Path:
+    """``elmo export``: the newest checkpoint of a run -> an export directory (refused if it exists and is not
+    empty, unless ``force``; never the run directory itself or a directory holding it)."""
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
         raise WeightFileError(f"{run_dir}: not a training run directory (no {RUN_CONFIG_FILE})")
+    if Path(out_dir).resolve() in (run_dir.resolve(), *run_dir.resolve().parents):
+        raise ConfigError(f"{out_dir} holds the run {run_dir}; export into another directory")
+    check_destination(out_dir, force)  # before the model loads
     lm, _ = _load_run(run_dir)
-    return export_language_model(lm, out_dir, run_dir / VOCAB_FILE)
+    return export_language_model(lm, out_dir, run_dir / VOCAB_FILE, force)

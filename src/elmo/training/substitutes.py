@@ -106,7 +106,7 @@ def model_substitutes(
     ``vocab`` defaults to the vocab.txt stored with the model; it must have one word per softmax row.
     """
     device = checked_device(device)
-    lm, stored_vocab = load_language_model(model)
+    lm, stored_vocab = load_language_model(model, "substitutes")
     words = Vocabulary.from_file(vocab) if vocab else stored_vocab
     if words is None:
         raise ElmoError(f"{model}: no vocab.txt stored with the model; pass --vocab")

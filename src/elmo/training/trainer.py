@@ -38,7 +38,7 @@ from elmo.formats import checkpoints as ckpt
 from elmo.formats.checked_reads import load_checked_state, read_json
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.precision import Precision, resolve_precision
-from elmo.runtime.atomic_files import write_failure, write_text_atomic
+from elmo.runtime.atomic_files import check_destination, replace_directory, write_failure, write_text_atomic
 from elmo.runtime.compile_switch import set_compile
 from elmo.runtime.distributed import DistInfo, mean_across
 from elmo.runtime.extras import optional
@@ -73,6 +73,9 @@ class TrainSpec:
     progress: bool = True
     initial_model: BiLMLanguageModel | None = None
     """Start from these weights (fine-tuning) instead of a fresh initialisation."""
+    force: bool = False
+    """A new run (not ``resume``) into a ``run_dir`` that exists and is not empty replaces it as a whole; without
+    it such a directory is refused (an empty one is used)."""
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < 1:
@@ -246,9 +249,11 @@ class Trainer:
         if self.state.bad_steps >= limit:
             latest = ckpt.latest_checkpoint(self.spec.run_dir)
             where = f"the newest good checkpoint is {latest}" if latest else "no checkpoint was written yet"
+            tc, last = self.spec.train, self.state.step + 1
             raise TrainingDiverged(
-                f"training diverged: {limit} steps in a row with a non-finite loss or gradient (the last at step "
-                f"{self.state.step + 1}); {where}; lower --learning-rate or all_clip_norm_val and --resume"
+                f"training diverged: {limit} steps in a row with a non-finite loss or gradient (from step "
+                f"{last - self.state.bad_steps + 1} to step {last}); {where}; lower --learning-rate (now "
+                f"{tc.learning_rate:g}) or --clip-norm (now {tc.all_clip_norm_val:g}) and --resume"
             )
 
     # ------------------------------------------------------------------ loop
@@ -427,15 +432,29 @@ def check_run_dir(spec: TrainSpec) -> None:
         if changed:
             raise ConfigError(f"{config_path}: the run was started with a different '{changed[0]}'; "
                               "resume with the run's own config")
-    elif not spec.resume and ckpt.latest_checkpoint(run_dir) is not None:
-        raise ConfigError(f"{run_dir}: already holds checkpoints; pass --resume to continue, or use a new --out")
+    elif not spec.resume and not spec.force and ckpt.latest_checkpoint(run_dir) is not None:
+        raise ConfigError(f"{run_dir}: already holds checkpoints; pass --resume to continue it, or --force to "
+                          "replace it")
+    if not spec.resume:
+        check_destination(run_dir, spec.force)  # a new run: an existing non-empty directory only with force
+        inputs = [*spec.train_patterns, *([spec.valid_path] if spec.valid_path else [])]
+        inside = next((p for p in inputs if run_dir.resolve() in Path(p).resolve().parents), None)
+        if spec.force and inside is not None and run_dir.is_dir():
+            raise ConfigError(f"--force would delete {inside}, an input inside {run_dir}; move it first")
 
 
 def write_run_dir(spec: TrainSpec, info: DistInfo) -> None:
     """Write the preset and the vocabulary into the run directory."""
     run_dir, config_path = spec.run_dir, spec.run_dir / RUN_CONFIG_FILE
     preset = merge_preset(spec.config, spec.train)
-    if info.is_main:
+    if info.is_main and not spec.resume:  # a new run: a new directory, built beside it and renamed into place
+
+        def build(tmp: Path) -> None:
+            write_text_atomic(tmp / RUN_CONFIG_FILE, json.dumps(preset, indent=2) + "\n")
+            shutil.copyfile(spec.vocab_path, tmp / VOCAB_FILE)
+
+        replace_directory(run_dir, build, spec.force)
+    elif info.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.remove_stale_temporaries(run_dir)
         write_text_atomic(config_path, json.dumps(preset, indent=2) + "\n")
