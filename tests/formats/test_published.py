@@ -105,9 +105,9 @@ def test_shipped_registry_lists_the_published_models():
     sources = json.loads(REGISTRY_FILE.read_text(encoding="utf-8"))["_sources"]
     assert {"original", "5.5B", "medium", "small", "pubmed", "portuguese", "nlpl-195", "manylangs-ru"} <= set(registry)
     for name, entry in registry.items():
-        assert entry["family"] in ("bilm-tf", "manylangs", "aligned"), name
+        assert entry["family"] in ("bilm-tf", "manylangs", "aligned", "tf-hub"), name
         assert entry["language"] and entry["description"] and entry["source"] in sources, name
-        assert set(entry["files"]) in ({"options.json", "weights.hdf5"}, {"model.zip"}), name
+        assert set(entry["files"]) in ({"options.json", "weights.hdf5"}, {"model.zip"}, {"module.tar.gz"}), name
     manylangs = {name: entry for name, entry in registry.items() if entry["family"] == "manylangs"}
     ids = sorted(int(entry["files"]["model.zip"]["url"].rsplit("/", 1)[1][:-4]) for entry in manylangs.values())
     assert ids == list(range(136, 180))  # the 44 languages, one NLPL archive each

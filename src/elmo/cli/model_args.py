@@ -16,11 +16,21 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--model",
         help="model directory (options.json + weights.hdf5, config.json + model.safetensors, or an ELMoForManyLangs "
         "model: config.json + *.dic + *.pkl), a model archive "
-        "(an NLPL .zip, read in place), or the name of a published model (`elmo models` lists them; downloaded once "
+        "(an NLPL .zip, read in place), a TF-Hub module (its folder or .tar.gz), or the name of a published model "
+        "(`elmo models` lists them; downloaded once "
         "into $ELMO_HOME)",
     )
+    add_checkpoint_arg(group)
     group.add_argument("--options-file", help="original options.json")
     group.add_argument("--weight-file", help="original weights.hdf5")
+
+
+def add_checkpoint_arg(parser) -> None:
+    parser.add_argument(
+        "--checkpoint",
+        help="with --model a bilm-tf training directory: the checkpoint to read (model.ckpt-N) instead of the one "
+        "its 'checkpoint' file names",
+    )
 
 
 def model_name(args: argparse.Namespace) -> str:
@@ -42,8 +52,11 @@ def load_model(args: argparse.Namespace):
 
     if args.model and (args.options_file or args.weight_file):
         raise ElmoError("give either --model or --options-file/--weight-file, not both")
+    if getattr(args, "checkpoint", None) and not args.model:
+        raise ElmoError("--checkpoint picks a checkpoint of a bilm-tf training directory: give that directory as "
+                        "--model")
     if args.model:
-        return load_bilm(resolve_model(args.model))
+        return load_bilm(resolve_model(args.model), checkpoint=getattr(args, "checkpoint", None))
     if args.options_file or args.weight_file:
         if not (args.options_file and args.weight_file):
             raise ElmoError("--options-file and --weight-file go together")

@@ -8,6 +8,7 @@ import json
 import logging
 from pathlib import Path
 
+from elmo.cli.model_args import add_checkpoint_arg
 from elmo.cli.setting_flags import add_flag, add_parameter_flag, add_setting_flags, settings_from_args, show_progress
 from elmo.errors import ConfigError
 from elmo.presets import preset_names
@@ -83,7 +84,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from elmo.training.run_files import FINETUNE_FILE
 
     keep_freed_memory()
-    result = finetune(_train_spec(args, args.resume, fine_tuning=True), args.model)
+    result = finetune(_train_spec(args, args.resume, fine_tuning=True), args.model, checkpoint=args.checkpoint)
     if result["before"] is not None:  # with --valid
         log.info("held-out perplexity before %.2f, after %.2f (geometric mean of both directions; %s)",
                  result["before"]["geometric_mean"], result["after"]["geometric_mean"],
@@ -165,7 +166,9 @@ def add_train_commands(commands) -> None:
 
     finetune = commands.add_parser("finetune", help="continue LM training of a published/exported model on new text")
     finetune.add_argument("--model", required=True, help="what `elmo embed --model` takes: a model directory, an "
-                          "archive, a shipped or published name (its softmax.hdf5 + vocab.txt are used if present)")
+                          "archive, a shipped or published name (its softmax.hdf5 + vocab.txt are used if present), "
+                          "or a bilm-tf training directory (its softmax and Adagrad state are continued)")
+    add_checkpoint_arg(finetune)
     _add_train_args(finetune, fine_tuning=True)
     _add_resume_flag(finetune)
     finetune.set_defaults(func=cmd_finetune)

@@ -42,12 +42,14 @@ def read_safetensors(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def load_checked_state(
-    module: torch.nn.Module, tensors: dict[str, torch.Tensor], source: Path | str, skip_prefix: str | None = None
+    module: torch.nn.Module, tensors: dict[str, torch.Tensor], source: Path | str, skip_prefix: str | None = None,
+    assign: bool = False,
 ) -> None:
     """Copy ``tensors`` into ``module`` after checking names, shapes, dtypes and finiteness; errors name the key.
 
     ``skip_prefix``: the module's parameters under this prefix are not in the file (a task model saved without
-    its frozen biLM) and stay as they are.
+    its frozen biLM) and stay as they are. ``assign``: the tensors become the parameters (no copy: a module built
+    on the meta device, filled without ever holding two copies of its weights).
     """
     state = {k: v for k, v in module.state_dict().items() if skip_prefix is None or not k.startswith(skip_prefix)}
     missing = sorted(set(state) - set(tensors))
@@ -66,4 +68,5 @@ def load_checked_state(
             raise WeightFileError(f"{source}: tensor '{name}' has dtype {value.dtype}, expected a float dtype")
         if value.is_floating_point() and not torch.isfinite(value).all():
             raise WeightFileError(f"{source}: tensor '{name}' contains NaN or Inf values")
-    module.load_state_dict({k: v.to(state[k].dtype) for k, v in tensors.items()}, strict=skip_prefix is None)
+    module.load_state_dict({k: v.to(state[k].dtype) for k, v in tensors.items()}, strict=skip_prefix is None,
+                           assign=assign)

@@ -4,6 +4,9 @@
   one ``*.hdf5``; + an ``embedding`` HDF5 file for token inputs; the weights' layout is :mod:`elmo.formats.hdf5`);
 * the native format: ``config.json`` + ``model.safetensors`` (:mod:`elmo.formats.native`);
 * a zip archive of either published family, read in place (:mod:`elmo.formats.archives`).
+* a TF-Hub module folder (``tfhub_module.pb``/``saved_model.pb`` + ``variables/``) or its ``.tar.gz``/``.tgz``
+  (:mod:`elmo.formats.tf_hub`);
+* a bilm-tf training directory: ``options.json`` + a TensorFlow checkpoint (:mod:`elmo.formats.bilm_tf_checkpoint`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ from pathlib import Path
 from elmo.config import N_CHARACTERS_INFERENCE, BiLMConfig
 from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.archives import describe_meta, is_archive, load_archive, open_archive, pick_weights, read_meta
+from elmo.formats.bilm_tf_checkpoint import (
+    is_bilm_tf_dir,
+    load_bilm_tf_checkpoint,
+    loads_as_bilm_tf,
+    read_bilm_tf_options,
+)
 from elmo.formats.checked_reads import read_json
 from elmo.formats.hdf5 import load_hdf5_weights, read_embedding_vocab_size, save_hdf5_weights
 from elmo.formats.manylangs import is_manylangs, load_manylangs, read_manylangs_config
 from elmo.formats.native import NATIVE_CONFIG_FILE, load_native, read_native_config, save_native
+from elmo.formats.tf_hub import is_hub_archive, is_hub_module, load_hub_module, read_hub_config
 from elmo.formats.warm_state import (
     attach_stored_warm_state,
     check_warm_state_destination,
@@ -55,6 +65,7 @@ def load_bilm(
     weight_file: str | os.PathLike | None = None,
     embedding_file: str | os.PathLike | None = None,
     warm_state: bool = True,
+    checkpoint: str | os.PathLike | None = None,
 ) -> BiLM:
     """Load a pretrained biLM on the CPU, in eval mode.
 
@@ -67,15 +78,32 @@ def load_bilm(
 
     A directory's ``warm_state.safetensors`` (:mod:`elmo.formats.warm_state`) is read and checked too, and becomes
     ``bilm.warm_state``, the start of ``initial_state="warm"`` (``warm_state=False``: left unread).
+
+    ``checkpoint``: in a bilm-tf training directory, the checkpoint to read (``model.ckpt-N``) instead of the one
+    its ``checkpoint`` file names. A directory with a TensorFlow checkpoint and no ``*.hdf5`` weights is read as
+    a bilm-tf training directory; with both, the HDF5 weights are read unless ``checkpoint`` is given.
     """
+    if checkpoint is not None and (model is None or not is_bilm_tf_dir(model)):
+        raise ConfigError(f"checkpoint={checkpoint}: a checkpoint is picked in a bilm-tf training directory "
+                          "(options.json + model.ckpt-N.index), which the model is not")
     if model is not None:
         if options_file is not None or weight_file is not None:
             raise ConfigError("load_bilm: give either a model directory or options_file and weight_file, not both")
+        if is_hub_archive(model) or is_hub_module(model):  # a TF-Hub module (formats/tf_hub.py)
+            if embedding_file is not None:
+                raise ConfigError(f"{model}: embedding_file goes with the original format; this is a TF-Hub module")
+            bilm = load_hub_module(model)
+            return attach_stored_warm_state(bilm, Path(model), warm_state) if Path(model).is_dir() else bilm
         if is_archive(model):
             if embedding_file is not None:
                 raise ConfigError(f"{model}: embedding_file goes with a model directory, not an archive")
             return load_archive(model)
         directory = _model_directory(model)
+        if loads_as_bilm_tf(directory, checkpoint):
+            if embedding_file is not None:
+                raise ConfigError(f"{directory}: embedding_file goes with options.json + weights.hdf5; this is a "
+                                  "bilm-tf training directory (a word-input model keeps its table in the checkpoint)")
+            return attach_stored_warm_state(load_bilm_tf_checkpoint(directory, checkpoint), directory, warm_state)
         if is_manylangs(directory):  # before the native check: both have a config.json
             if embedding_file is not None:
                 raise ConfigError(f"{directory}: embedding_file goes with the original format; this is an "
@@ -106,6 +134,8 @@ def load_bilm(
 
 def read_model_config(model: str | os.PathLike) -> BiLMConfig:
     """The architecture of a model directory, with the training keys its options hold; the weights stay unread."""
+    if is_hub_archive(model) or is_hub_module(model):
+        return read_hub_config(model)
     if is_archive(model):
         with open_archive(model) as archive:
             return archive.read_config()
@@ -114,13 +144,15 @@ def read_model_config(model: str | os.PathLike) -> BiLMConfig:
         return read_manylangs_config(directory)
     if (directory / NATIVE_CONFIG_FILE).is_file():
         return read_native_config(directory)[0]
+    if loads_as_bilm_tf(directory):
+        return read_bilm_tf_options(directory)
     return read_options(directory / OPTIONS_FILE)
 
 
 def is_model_dir(path: str | os.PathLike) -> bool:
     """Whether ``path`` holds a model in either format (by its config file), or is a model archive (a zip)."""
     return (Path(path) / NATIVE_CONFIG_FILE).is_file() or (Path(path) / OPTIONS_FILE).is_file() or is_archive(path) \
-        or (Path(path).is_dir() and is_manylangs(Path(path)))
+        or (Path(path).is_dir() and is_manylangs(Path(path))) or is_hub_module(path) or is_hub_archive(path)
 
 
 def _weights_name(directory: Path) -> str:

@@ -64,8 +64,9 @@ def read_registry(path: str | os.PathLike | None = None) -> dict[str, dict]:
 
 
 def model_path(directory: Path, entry: dict) -> Path:
-    """What loads: the cache directory, or the archive in it when the model is published as one zip."""
-    archives = [name for name in entry["files"] if name.endswith(".zip")]
+    """What loads: the cache directory, or the archive in it when the model is published as one zip (or as one
+    TF-Hub module ``.tar.gz``/``.tgz``)."""
+    archives = [name for name in entry["files"] if name.endswith((".zip", ".tar.gz", ".tgz"))]
     return directory / archives[0] if len(archives) == 1 and len(entry["files"]) == 1 else directory
 
 

@@ -97,7 +97,9 @@ class Elmo(ElmoHead):
 
     Args:
         bilm: the pretrained biLM.
-        num_output_representations, dropout, do_layer_norm, scalar_mix_parameters: as :class:`ElmoHead`.
+        num_output_representations, dropout, do_layer_norm, scalar_mix_parameters: as :class:`ElmoHead`. Without
+            ``scalar_mix_parameters``, a biLM loaded from a TF-Hub module starts each (trainable) mix from the
+            module's own trained weights and scale (``bilm.default_mix``), not from a uniform average.
         requires_grad: fine-tune the biLM too (default: frozen, run under no_grad, kept in eval mode).
         keep_sentence_boundaries: keep the ``<S>``/``</S>`` positions in the output (T + 2 steps).
         initial_state: where each sentence's LSTM state starts (:mod:`elmo.modules.initial_state`): ``zero`` (the
@@ -140,6 +142,12 @@ class Elmo(ElmoHead):
             do_layer_norm=do_layer_norm,
             dropout=dropout,
         )
+        trained = getattr(bilm, "default_mix", None)  # a TF-Hub module's own mix (formats/tf_hub.py): the start
+        if scalar_mix_parameters is None and trained is not None:
+            with torch.no_grad():
+                for mix in self.scalar_mixes:
+                    mix.scalar_parameters.copy_(torch.tensor(trained.weights))
+                    mix.gamma.fill_(trained.gamma)
         self.bilm = bilm
         self.started_bilm = _started(bilm, initial_state, warm_state)
         self.requires_grad = requires_grad

@@ -6,6 +6,10 @@ gradient of the softmax weight, ...) land on fresh pages that the kernel must ze
 the heap, which is then never trimmed, the next step reuses the same pages. PyTorch's CPU performance guide gets
 the same effect by preloading jemalloc or tcmalloc; this needs no preload. The price is that the process keeps
 its peak memory until it exits, which is what a training job does anyway.
+
+The opposite, for a reader that builds a model from many temporaries (:func:`release_freed_memory`): glibc keeps
+freed blocks below its (self-raising) mmap threshold in the heap, so reading a checkpoint whose variables are
+transposed on the way would hold the freed raw bytes of each one until the process exits.
 """
 
 from __future__ import annotations
@@ -33,3 +37,15 @@ def keep_freed_memory() -> bool:
     done = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, -1))
     log.debug("malloc keeps freed memory: %s", done)
     return done
+
+
+def release_freed_memory() -> None:
+    """Give the heap's free memory back to the kernel now (glibc's ``malloc_trim``; nothing elsewhere). A one-off
+    call, not a policy: it undoes no :func:`keep_freed_memory`."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)

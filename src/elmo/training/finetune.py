@@ -3,6 +3,13 @@
 The paper fine-tunes the biLM's LM objective on the task's text before freezing it. The published models ship
 without their softmax, so unless the model directory has the ``softmax.hdf5`` of ``elmo export`` *and* the same
 vocabulary, a fresh softmax over the new vocabulary is trained along with the biLM.
+
+A bilm-tf training directory (:mod:`elmo.formats.bilm_tf_checkpoint`) carries its softmax and Adagrad
+accumulators: fine-tuning then continues that run. Its softmax is kept when ``--vocab`` has as many words as the
+softmax has rows (bilm-tf's directories do not keep the vocabulary: ``--vocab`` must be the file it was trained
+with; a ``vocab.txt`` in the directory, if any, must equal it), and every parameter's Adagrad accumulator starts
+where bilm-tf's stopped (the biLM's only, with a new softmax). The step count of the new run starts at 0
+(``--max-steps`` counts this run's steps); the checkpoint's ``global_step`` is recorded in ``finetune.json``.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 import torch
 
 from elmo.devices import checked_device
+from elmo.formats.bilm_tf_checkpoint import loads_as_bilm_tf, read_bilm_tf_training_state
 from elmo.formats.checked_reads import read_json
 from elmo.formats.model_files import load_bilm, read_model_config
 from elmo.formats.published import model_reference, resolve_model
@@ -46,22 +54,29 @@ def model_training_keys(model_dir: str | Path) -> dict[str, Any]:
     return keys
 
 
-def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
+def finetune(spec: TrainSpec, model_dir: str | Path, checkpoint: str | None = None) -> dict[str, Any]:
     """Train ``spec`` starting from the model in ``model_dir``; returns held-out perplexities before and after.
 
     They are also written to ``RUN_DIR/finetune.json`` (``None`` without a held-out file). With ``spec.resume`` the
     run continues from its newest checkpoint exactly as if it had not stopped (SIGINT/SIGTERM checkpoint the step
     in progress), and "before" is the one measured when the run started. ``model_dir`` is any spelling ``elmo embed
     --model`` takes (a directory, an archive, a shipped or published name); ``finetune.json`` records it as
-    :func:`~elmo.formats.published.model_reference` does (a name as is, a path absolute).
+    :func:`~elmo.formats.published.model_reference` does (a name as is, a path absolute). ``checkpoint``: in a
+    bilm-tf training directory, the checkpoint to continue (``model.ckpt-N``; default: the latest).
     """
-    recorded = model_reference(model_dir)
+    recorded: dict[str, Any] = {"model": model_reference(model_dir)}
     model_dir = resolve_model(model_dir)
-    bilm = load_bilm(model_dir)
+    bilm = load_bilm(model_dir, checkpoint=checkpoint)
     vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
-    lm = wrap_bilm(bilm, _softmax_for(model_dir, vocab, bilm.token_encoder.output_dim, spec.train.seed), spec.train)
+    accumulators = None
+    if loads_as_bilm_tf(model_dir, checkpoint):
+        softmax, accumulators, recorded["continued_from"] = _bilm_tf_continuation(model_dir, checkpoint, bilm, vocab,
+                                                                                  spec)
+    else:
+        softmax = _softmax_for(model_dir, vocab, bilm.token_encoder.output_dim, spec.train.seed)
+    lm = wrap_bilm(bilm, softmax, spec.train)
     assert bilm.config is not None
-    spec = dataclasses.replace(spec, config=bilm.config, initial_model=lm)
+    spec = dataclasses.replace(spec, config=bilm.config, initial_model=lm, initial_accumulators=accumulators)
     check_run_dir(spec)  # before the held-out pass, which a run directory in use would waste
     result: dict[str, Any] = {"before": _recorded_before(spec), "after": None}
     sentences = [line.tokens for line in read_sentences(spec.valid_path, skip_blank=True)] if spec.valid_path else None
@@ -70,7 +85,7 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
     if result["before"] is not None:
         log.info("before fine-tuning: held-out perplexity %s", _short(result["before"]))
     trainer = start_run(spec, DistInfo(), checked_device(spec.device))
-    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": recorded, **result})  # "before", for --resume
+    write_json_atomic(spec.run_dir / FINETUNE_FILE, {**recorded, **result})  # "before", for --resume
     trainer.run_stoppable("fine-tuning")
     if sentences:
         step, final = trainer.last_evaluation or (None, None)  # the trainer scores the file after its last step
@@ -78,7 +93,7 @@ def finetune(spec: TrainSpec, model_dir: str | Path) -> dict[str, Any]:
             final = perplexity(trainer.lm, vocab, sentences, rows=spec.train.eval_rows, device=trainer.device)
         result["after"] = final.to_dict()
         log.info("after fine-tuning: held-out perplexity %s", _short(result["after"]))
-    write_json_atomic(spec.run_dir / FINETUNE_FILE, {"model": recorded, **result})
+    write_json_atomic(spec.run_dir / FINETUNE_FILE, {**recorded, **result})
     return result
 
 
@@ -88,6 +103,30 @@ def _recorded_before(spec: TrainSpec) -> dict[str, Any] | None:
         return None
     recorded = read_json(path)
     return recorded.get("before") if isinstance(recorded, dict) else None
+
+
+def _bilm_tf_continuation(model_dir: Path, checkpoint: str | None, bilm, vocab: Vocabulary, spec: TrainSpec):
+    """(softmax, accumulators, what finetune.json records) from a bilm-tf checkpoint (the module's docstring)."""
+    state = read_bilm_tf_training_state(model_dir, bilm, checkpoint)
+    vocab_path = model_dir / VOCAB_FILE
+    same = len(vocab) == state.vocab_size and (not vocab_path.is_file()
+                                              or Vocabulary.from_file(vocab_path).words == vocab.words)
+    if same:
+        softmax = Softmax(state.vocab_size, bilm.token_encoder.output_dim)
+        with torch.no_grad():
+            softmax.weight.copy_(state.softmax_weight)
+            softmax.bias.copy_(state.softmax_bias)
+        accumulators = state.accumulators
+        log.info("%s: continuing bilm-tf's run from step %d: its weights, softmax (%d words, row i = line i of %s) "
+                 "and Adagrad accumulators", state.checkpoint, state.global_step, state.vocab_size, spec.vocab_path)
+    else:
+        log.warning("%s: its softmax has %d rows, %s has %d words (or differs from %s): training a new softmax; the "
+                    "biLM's Adagrad accumulators are kept", state.checkpoint, state.vocab_size, spec.vocab_path,
+                    len(vocab), vocab_path)
+        softmax = _softmax_for(model_dir, vocab, bilm.token_encoder.output_dim, spec.train.seed)
+        accumulators = {k: v for k, v in state.accumulators.items() if k.startswith("bilm.")}
+    recorded = {"checkpoint": state.checkpoint.name, "global_step": state.global_step, "softmax": same}
+    return softmax, accumulators or None, recorded
 
 
 def _softmax_for(model_dir: Path, vocab: Vocabulary, dim: int, seed: int) -> Softmax:

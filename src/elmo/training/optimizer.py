@@ -12,11 +12,14 @@ sparse update instead, as TF applied it to bilm-tf's softmax: only its rows are 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 import torch
 
 from elmo.training.train_config import TrainConfig
+
+log = logging.getLogger(__name__)
 
 # the devices PyTorch has a fused kernel for, per optimizer (torch 2.11-2.13: no fused Adagrad on CUDA)
 FUSED_DEVICES = {"adam": {"cpu", "cuda"}, "adagrad": {"cpu"}}
@@ -34,6 +37,26 @@ def make_optimizer(parameters, tc: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.Adam(parameters, lr=tc.learning_rate, fused=fused)
     return torch.optim.Adagrad(parameters, lr=tc.learning_rate, initial_accumulator_value=tc.initial_accumulator_value,
                                eps=0.0, fused=fused)
+
+
+@torch.no_grad()
+def seed_adagrad(
+    optimizer: torch.optim.Optimizer, model: torch.nn.Module, accumulators: dict[str, torch.Tensor]
+) -> None:
+    """Start Adagrad from ``accumulators`` (parameter name -> sum of squared gradients so far) instead of
+    ``initial_accumulator_value``: the state of a bilm-tf checkpoint, so that fine-tuning takes the steps the
+    original run would have taken next. Parameters not named keep the initial value; Adam has no such state."""
+    if not isinstance(optimizer, torch.optim.Adagrad):
+        log.warning("the checkpoint's Adagrad accumulators are not used: the optimizer is %s",
+                    type(optimizer).__name__)
+        return
+    parameters = dict(model.named_parameters())
+    unknown = sorted(set(accumulators) - set(parameters))
+    if unknown:
+        raise ValueError(f"accumulator for unknown parameter '{unknown[0]}'")
+    for name, value in accumulators.items():
+        state = optimizer.state[parameters[name]]
+        state["sum"].copy_(value.to(state["sum"].dtype))
 
 
 @torch.no_grad()

@@ -23,7 +23,9 @@ import logging
 import math
 import shutil
 import signal
+import sys
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ from elmo.runtime.interrupts import StopRequest, stop_on_signals
 from elmo.sentences import read_sentences
 from elmo.settings import SettingError
 from elmo.training.corpus import SentenceStream, expand_shards, rereadable
-from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer
+from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer, seed_adagrad
 from elmo.training.perplexity import PerplexityResult, perplexity
 from elmo.training.run_files import FINETUNE_FILE, RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
 from elmo.training.train_config import TrainConfig, lr_factor, merge_preset, split_preset
@@ -73,6 +75,9 @@ class TrainSpec:
     progress: bool = True
     initial_model: BiLMLanguageModel | None = None
     """Start from these weights (fine-tuning) instead of a fresh initialisation."""
+    initial_accumulators: dict[str, torch.Tensor] | None = None
+    """Adagrad's accumulators to start from, by parameter name of ``initial_model`` (fine-tuning a bilm-tf
+    checkpoint: :func:`elmo.training.optimizer.seed_adagrad`); a resumed run reads its own checkpoint's instead."""
     force: bool = False
     """A new run (not ``resume``) into a ``run_dir`` that exists and is not empty replaces it as a whole; without
     it such a directory is refused (an empty one is used)."""
@@ -115,6 +120,8 @@ class Trainer:
         # those (TF's sparse update, as in bilm-tf); DistributedDataParallel all-reduces dense gradients.
         self.lm.softmax.sparse = self.lm.sampler is not None and tc.optimizer == "adagrad" and not info.enabled
         self.optimizer = make_optimizer(self.lm.parameters(), tc)
+        if spec.initial_accumulators is not None:
+            seed_adagrad(self.optimizer, self.lm, spec.initial_accumulators)
         self.sampler_generator = torch.Generator().manual_seed(tc.seed)
         torch.manual_seed(tc.seed + 1000 * info.rank + 1)  # dropout masks differ between processes
         self.state = TrainState()
@@ -499,6 +506,9 @@ def _progress(total: int, initial: int, enabled: bool):
 def _tensorboard(run_dir: Path):
     if optional("tensorboard", "train", "the TensorBoard log") is None:  # the train extra; training goes on without
         return None
+    # TensorBoard imports TensorFlow when it is installed (seconds of start-up, and TF's own log lines on stderr)
+    # unless a module tensorboard.compat.notf exists (tensorboard/compat/__init__.py): then it writes without TF
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
     from torch.utils.tensorboard import SummaryWriter
 
     return SummaryWriter(log_dir=str(run_dir / "tensorboard"))

@@ -1,0 +1,250 @@
+"""The few facts a TF-Hub ELMo module keeps only in its graph, read from ``saved_model.pb`` without TensorFlow.
+
+A hub module's variables give every size of the biLM, but not its char CNN activation, its clip values, its
+residual switch or its word length: those are graph ops. This module walks the protobuf wire format (tags, varints,
+length-delimited fields: no generated code, no protobuf package) of ``SavedModel -> MetaGraphDef -> GraphDef`` and
+its function library, keeps each node's name, op, inputs and attributes, and reads from them what bilm-tf's graph
+builder (``bilm/model.py``) leaves behind:
+
+* activation: the ``Relu`` or ``Tanh`` applied to each convolution's ``MaxPool``;
+* ``max_characters_per_token``: the ``MaxPool`` of convolution i spans ``max_chars - width_i + 1`` positions
+  (the set of spans must fit the set of widths);
+* clips: ``tf.clip_by_value`` inside ``lstm_cell`` is a ``Minimum`` (or one ``ClipByValue``) with a constant
+  bound; the one applied to the projection's ``MatMul`` is ``proj_clip``, the other ``cell_clip``;
+* residual: ``ResidualWrapper`` adds a layer's input to its output with a float ``Add`` in the scope of cells 1..L-1
+  but outside ``lstm_cell`` (the only other ``Add`` there is the loop's int32 time counter).
+
+A fact that the graph does not show is None; the reader then falls back (formats/tf_hub.py).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from elmo.errors import WeightFileError
+from elmo.formats.tf_bundle import read_varint
+
+_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
+_FLOAT_TYPES = {1, 2, 14, 19}  # DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    try:
+        return read_varint(data, pos, "")
+    except WeightFileError:
+        raise _Malformed(f"truncated varint at byte {pos}") from None
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """(field number, wire type, value) of one message: an int for varints and fixed fields, bytes otherwise."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            value, pos = _varint(data, pos)
+        elif wire == _BYTES:
+            size, pos = _varint(data, pos)
+            if pos + size > len(data):
+                raise _Malformed(f"field {number} runs past the end of its message")
+            value, pos = data[pos:pos + size], pos + size
+        elif wire == _FIXED32:
+            value, pos = int.from_bytes(data[pos:pos + 4], "little"), pos + 4
+        elif wire == _FIXED64:
+            value, pos = int.from_bytes(data[pos:pos + 8], "little"), pos + 8
+        else:
+            raise _Malformed(f"unsupported wire type {wire} (field {number})")
+        if pos > len(data):
+            raise _Malformed("message ends inside a field")
+        yield number, wire, value
+
+
+def _messages(data: bytes, number: int) -> Iterator[bytes]:
+    for n, wire, value in _fields(data):
+        if n == number and wire == _BYTES:
+            yield value  # type: ignore[misc]
+
+
+@dataclass
+class Node:
+    name: str
+    op: str
+    inputs: list[str] = field(default_factory=list)
+    attrs: dict[str, bytes] = field(default_factory=dict)
+    """Attribute name -> the raw ``AttrValue`` message."""
+
+
+def _node(data: bytes) -> Node:
+    node = Node("", "")
+    for number, wire, value in _fields(data):
+        if wire != _BYTES:
+            continue
+        if number == 1:
+            node.name = value.decode("utf-8", "replace")
+        elif number == 2:
+            node.op = value.decode("utf-8", "replace")
+        elif number == 3:
+            node.inputs.append(value.decode("utf-8", "replace"))
+        elif number == 5:  # map<string, AttrValue> entries
+            key, attr = "", b""
+            for n, w, v in _fields(value):
+                if n == 1 and w == _BYTES:
+                    key = v.decode("utf-8", "replace")
+                elif n == 2 and w == _BYTES:
+                    attr = v
+            node.attrs[key] = attr
+    return node
+
+
+def read_graphs(data: bytes, source: str) -> list[list[Node]]:
+    """The nodes of each meta graph of a serialized ``SavedModel`` (its GraphDef's nodes, then those of every
+    function in its library)."""
+    graphs = []
+    try:
+        for meta_graph in _messages(data, 2):  # SavedModel.meta_graphs
+            nodes = []
+            for graph_def in _messages(meta_graph, 2):  # MetaGraphDef.graph_def
+                nodes += [_node(n) for n in _messages(graph_def, 1)]  # GraphDef.node
+                for library in _messages(graph_def, 2):  # GraphDef.library
+                    for function in _messages(library, 1):  # FunctionDefLibrary.function
+                        nodes += [_node(n) for n in _messages(function, 3)]  # FunctionDef.node_def
+            graphs.append(nodes)
+    except _Malformed as e:
+        raise WeightFileError(f"{source}: not a readable SavedModel ({e})") from e
+    return graphs
+
+
+def _attr_type(attr: bytes) -> int | None:
+    return next((v for n, w, v in _fields(attr) if n == 6 and w == _VARINT), None)  # type: ignore[return-value]
+
+
+def _attr_ints(attr: bytes) -> list[int]:
+    """``AttrValue.list.i`` (packed or not)."""
+    values: list[int] = []
+    for listed in _messages(attr, 1):
+        for n, w, v in _fields(listed):
+            if n == 3 and w == _VARINT:
+                values.append(v)  # type: ignore[arg-type]
+            elif n == 3 and w == _BYTES:
+                pos = 0
+                while pos < len(v):
+                    item, pos = _varint(v, pos)  # type: ignore[arg-type]
+                    values.append(item)
+    return values
+
+
+def _tensor_scalar(attr: bytes) -> float | None:
+    """The first value of a float ``AttrValue.tensor`` (a Const's ``value``), or None."""
+    for tensor in _messages(attr, 8):
+        dtype = 1
+        for n, w, v in _fields(tensor):
+            if n == 1 and w == _VARINT:
+                dtype = v  # type: ignore[assignment]
+        for n, w, v in _fields(tensor):
+            if n == 5 and w == _FIXED32:  # float_val, unpacked
+                return struct.unpack("<f", v.to_bytes(4, "little"))[0]  # type: ignore[union-attr]
+            if n == 5 and w == _BYTES and len(v) >= 4:  # float_val, packed
+                return struct.unpack("<f", v[:4])[0]  # type: ignore[index]
+            if n == 6 and w == _FIXED64:  # double_val
+                return struct.unpack("<d", v.to_bytes(8, "little"))[0]  # type: ignore[union-attr]
+            if n == 6 and w == _BYTES and len(v) >= 8:
+                return struct.unpack("<d", v[:8])[0]  # type: ignore[index]
+            if n == 4 and w == _BYTES:  # tensor_content
+                if dtype == 1 and len(v) >= 4:
+                    return struct.unpack("<f", v[:4])[0]  # type: ignore[index]
+                if dtype == 2 and len(v) >= 8:
+                    return struct.unpack("<d", v[:8])[0]  # type: ignore[index]
+    return None
+
+
+@dataclass
+class GraphFacts:
+    """What the graph says; None where it says nothing."""
+
+    activation: str | None = None
+    cell_clip: float | None = None
+    proj_clip: float | None = None
+    residual: bool | None = None
+    max_characters_per_token: int | None = None
+    clips_seen: bool = False
+    """Whether the graph holds the LSTM cell's ops at all (then a clip not found means no clip)."""
+
+
+def _base(name: str) -> str:
+    """A node input -> the node's name (``^ctl``, ``name:1`` and function-style ``name:output:0``)."""
+    return name.lstrip("^").split(":", 1)[0]
+
+
+_CELL_SCOPE = re.compile(r"(?:^|/)RNN_\d+/RNN/MultiRNNCell/Cell(\d+)/(.*)$")
+
+
+def graph_facts(graphs: list[list[Node]], widths: list[int]) -> GraphFacts:
+    """The facts of the first meta graph that holds a bilm-tf biLM (``widths``: the convolutions' widths)."""
+    for nodes in graphs:
+        facts = _facts(nodes, widths)
+        if facts.activation is not None or facts.clips_seen:
+            return facts
+    return GraphFacts()
+
+
+def _facts(nodes: list[Node], widths: list[int]) -> GraphFacts:
+    by_name = {node.name: node for node in nodes}
+    facts = GraphFacts()
+
+    def producer(name: str, hops: int = 4) -> Node | None:
+        node = by_name.get(_base(name))
+        while node is not None and node.op in ("Identity", "Enter") and node.inputs and hops > 0:
+            node, hops = by_name.get(_base(node.inputs[0])), hops - 1
+        return node
+
+    def constant(name: str) -> float | None:
+        node = producer(name)
+        return _tensor_scalar(node.attrs.get("value", b"")) if node is not None and node.op == "Const" else None
+
+    activations, spans = set(), set()
+    residual_cells, cells = set(), set()
+    for node in nodes:
+        if node.op in ("Relu", "Tanh") and node.inputs:
+            source = producer(node.inputs[0])
+            if source is not None and source.op in ("MaxPool", "MaxPoolV2"):
+                activations.add(node.op.lower())
+        if node.op == "MaxPool" and "CNN/" in node.name:
+            ksize = _attr_ints(node.attrs.get("ksize", b""))
+            if len(ksize) == 4:
+                spans.add(ksize[2])
+        match = _CELL_SCOPE.search(node.name)
+        if match is None:
+            continue
+        layer, rest = int(match.group(1)), match.group(2)
+        if "lstm_cell/" in rest or rest.startswith("lstm_cell"):
+            facts.clips_seen = True
+            cells.add(layer)
+            bound = None
+            if node.op == "Minimum" and "clip_by_value" in rest and len(node.inputs) >= 2:
+                bound = constant(node.inputs[1])
+            elif node.op == "ClipByValue" and len(node.inputs) >= 3:
+                bound = constant(node.inputs[2])
+            if bound is not None:
+                source = producer(node.inputs[0])
+                if source is not None and source.op in ("MatMul", "BatchMatMul", "BatchMatMulV2"):
+                    facts.proj_clip = float(bound)
+                else:
+                    facts.cell_clip = float(bound)
+        elif layer > 0 and node.op in ("Add", "AddV2") and _attr_type(node.attrs.get("T", b"")) in _FLOAT_TYPES:
+            residual_cells.add(layer)
+    if len(activations) == 1:
+        facts.activation = activations.pop()
+    if spans and widths:  # convolution i pools max_chars - width_i + 1 positions
+        length = max(spans) + min(widths) - 1
+        if spans == {length - width + 1 for width in widths}:
+            facts.max_characters_per_token = length
+    if facts.clips_seen:
+        facts.residual = bool(residual_cells) if any(layer > 0 for layer in cells) else False
+    return facts
