@@ -295,7 +295,7 @@ def memory_check(args: argparse.Namespace) -> None:
                 f.write(lines[i % len(lines)] + "\n")
         out = tmp / "out.hdf5"
         cmd = [sys.executable, "-m", "elmo", "embed", str(text), str(out), "--top", "--model", str(model),
-               "--output-dtype", "float16", "--precision", args.memory_precision, "--vocab-cache", "50000",
+               "--dtype", "float16", "--precision", args.memory_precision, "--vocab-cache", "50000",
                "--no-progress"]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         start = time.perf_counter()

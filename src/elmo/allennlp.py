@@ -26,7 +26,6 @@ from torch import nn
 
 from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, as_tokens, shifted_char_ids, token_lists
 from elmo.char_encoding import batch_to_ids as _batch_to_ids
-from elmo.embedding.embed_options import OUTPUT_LAYERS
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.parts import sentence_key_problem, write_sentence_to_index
 from elmo.errors import ConfigError, InputFileError
@@ -49,6 +48,9 @@ _ORIGINAL = (
 DEFAULT_OPTIONS_FILE = _ORIGINAL + "_options.json"
 DEFAULT_WEIGHT_FILE = _ORIGINAL + "_weights.hdf5"
 DEFAULT_BATCH_SIZE = 64
+
+ALLENNLP_OUTPUTS = ("all", "top", "average")
+"""``ElmoEmbedder.embed_file``'s ``output_format`` values, as ``allennlp elmo --all|--top|--average``."""
 
 
 def batch_to_ids(batch: list[list[str]]) -> torch.Tensor:
@@ -277,8 +279,8 @@ class ElmoEmbedder:
         (n, 2P); and unless ``forget_sentences`` or ``use_sentence_keys``, ``sentence_to_index``. Empty lines and,
         with ``use_sentence_keys``, lines that cannot name a dataset (a repeat, a '/', ...) are refused first.
         """
-        if output_format not in OUTPUT_LAYERS:
-            raise ValueError(f"output_format must be one of {', '.join(OUTPUT_LAYERS)}, got {output_format!r}")
+        if output_format not in ALLENNLP_OUTPUTS:
+            raise ValueError(f"output_format must be one of {', '.join(ALLENNLP_OUTPUTS)}, got {output_format!r}")
         name = getattr(input_file, "name", "input_file")
         sentences = [line.strip() for line in input_file]
         blank = [i for i, sentence in enumerate(sentences) if not sentence]

@@ -68,9 +68,11 @@ class ElmoClient:
         self.retries = retries
 
     def embed(self, sentences: Iterable[Sequence[str] | str], output: str = "all",
-              dtype: str = "float32") -> list[np.ndarray]:
+              dtype: str = "float32", **selection: object) -> list[np.ndarray]:
         """One array per sentence (a token list, or a string split on whitespace), shaped as ``elmo embed``
-        stores it: ``all`` (L + 1, n, 2P), ``top`` or ``average`` (n, 2P)."""
+        stores it: ``all`` (L + 1, n, 2P), ``top`` or ``average`` (n, 2P); ``selection`` adds the request's other
+        fields (``pool="mean"``, ``layer=2``, ``mix_weights=[...]``, ``mix_gamma``: docs/serving.md), e.g. one
+        (2P,) vector per sentence with ``pool="mean", output="average"``."""
         if isinstance(sentences, str):
             raise TypeError(f"ElmoClient.embed: got the str {sentences[:40]!r} where a list of sentences is "
                             "expected; pass [text]")
@@ -78,7 +80,7 @@ class ElmoClient:
         arrays: list[np.ndarray] = []
         for start in range(0, len(sentences), self.max_sentences):
             body = json.dumps({"sentences": sentences[start: start + self.max_sentences], "output": output,
-                               "dtype": dtype}).encode()
+                               "dtype": dtype, **selection}).encode()
             arrays += decode_npy(self._request("POST", "/v1/embed", body, accept=NPY))
         return arrays
 

@@ -11,6 +11,12 @@ class ConfigError(ElmoError, ValueError):
     """An options/config file or value is invalid."""
 
 
+class UsageError(ConfigError):
+    """A command line that says too little or contradicts itself: exit 2, as argparse's own usage errors."""
+
+    exit_code = 2
+
+
 class WeightFileError(ElmoError, ValueError):
     """A weight file does not match its options, or cannot be read."""
 

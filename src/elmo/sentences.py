@@ -1,6 +1,6 @@
 """The one reader of tokenised sentences from user files (``elmo embed``'s input, training corpora, held-out text).
 
-Two input formats:
+Three input formats:
 
 - ``text`` (default): one tokenised sentence per line, split on ``\\n`` only (as ``allennlp elmo`` and bilm-tf do),
   then tokenised on whitespace. An empty line is an empty sentence (``skip_blank`` drops it), and it keeps its key,
@@ -8,6 +8,10 @@ Two input formats:
 - ``conllu``: the FORM column of each sentence's syntactic words (``elmo.conllu``: multiword-token ranges and empty
   nodes skipped). A sentence's key is its 0-based position among the file's sentences (the ``# sent_id`` comment
   is not used: not every file has one, and an HDF5 name cannot hold every string it may hold, e.g. ``/``).
+- ``fasta``: one record per sentence, one token per residue (``elmo.fasta``); a sentence's key is its record id.
+
+``auto`` picks the format from the file name (:func:`resolve_input_format`). ``tokens="chars"`` makes a text line
+one token per character that is not whitespace (residues written one sequence per line).
 
 Either way the file is opened like every user text (``elmo.runtime.text_files``: a byte-order mark dropped, gzip,
 ``-`` for stdin), and every error names the file and line.
@@ -21,10 +25,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from elmo.conllu import read_conllu
+from elmo.errors import ConfigError
+from elmo.fasta import is_fasta_name, read_fasta
 from elmo.runtime.text_files import is_stream, raw_lines, read_text_lines
 
 ENCODING_ERRORS = ("strict", "replace")
-INPUT_FORMATS = ("text", "conllu")
+INPUT_FORMATS = ("text", "conllu", "fasta")
+AUTO = "auto"
+TOKENS = ("words", "chars")
 
 
 @dataclass(frozen=True)
@@ -35,16 +43,32 @@ class Line:
     line: int = 0
     """1-based line number where the sentence starts, for error messages (0: index + 1)."""
 
+    key: str | None = None
+    """The dataset key the file itself gives (a FASTA record's id); None: keyed by ``index``."""
+
     @property
     def line_number(self) -> int:
         return self.line or self.index + 1
 
 
+def resolve_input_format(path: str | os.PathLike, input_format: str = AUTO) -> str:
+    """``input_format``, or for ``auto`` the one the file name says: ``.fa``/``.fasta``/``.faa`` -> fasta,
+    ``.conllu`` -> conllu (``.gz`` after either too), anything else (stdin included) -> text."""
+    if input_format != AUTO:
+        return input_format
+    if is_fasta_name(path):
+        return "fasta"
+    if str(path).lower().removesuffix(".gz").endswith(".conllu"):
+        return "conllu"
+    return "text"
+
+
 def read_sentences(
     path: str | os.PathLike, input_format: str = "text", errors: str = "strict", what: str = "file",
-    advice: str = "", skip_blank: bool = False,
+    advice: str = "", skip_blank: bool = False, tokens: str = "words",
 ) -> Iterator[Line]:
-    """Yield the sentences of ``path`` in ``input_format`` ("text" or "conllu"), lazily, keyed as the module says.
+    """Yield the sentences of ``path`` in ``input_format`` ("text", "conllu", "fasta" or "auto"), lazily, keyed as
+    the module says.
 
     Args:
         errors: "strict" raises :class:`~elmo.errors.InputFileError` naming the first line that is not UTF-8;
@@ -52,14 +76,26 @@ def read_sentences(
         what, advice: of a text file, the noun of its "no such ..." error and what its not-UTF-8 error advises
             (a CoNLL-U file's errors have their own: :func:`elmo.conllu.read_conllu`).
         skip_blank: leave out sentences without tokens (training's corpora and held-out files).
+        tokens: "words" (whitespace-separated) or "chars" (every character that is not whitespace) of a text line;
+            a FASTA record is always one token per residue, and CoNLL-U's tokens are its words.
     """
+    input_format = resolve_input_format(path, input_format)
     if input_format not in INPUT_FORMATS:
-        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+        raise ValueError(f"input_format must be one of {INPUT_FORMATS + (AUTO,)}, got {input_format!r}")
     if errors not in ENCODING_ERRORS:
         raise ValueError(f"errors must be one of {ENCODING_ERRORS}, got {errors!r}")
+    if tokens not in TOKENS:
+        raise ValueError(f"tokens must be one of {TOKENS}, got {tokens!r}")
+    if tokens == "chars" and input_format == "conllu":
+        raise ConfigError("--tokens chars splits the lines of a text file; a CoNLL-U file's tokens are its words: "
+                          "drop --tokens chars")
     if input_format == "text":
-        lines = (Line(number - 1, text.split(), number)
+        split = str.split if tokens == "words" else _characters
+        lines = (Line(number - 1, split(text), number)
                  for number, text in read_text_lines(path, errors, what, advice=advice))
+    elif input_format == "fasta":
+        lines = (Line(record.index, record.residues, record.line, record.id)
+                 for record in read_fasta(path, errors, advice or "fix the file or pass --errors replace"))
     else:
         lines = (Line(sentence.index, sentence.forms, sentence.line) for sentence in read_conllu(path, errors))
     for line in lines:
@@ -67,16 +103,23 @@ def read_sentences(
             yield line
 
 
+def _characters(text: str) -> list[str]:
+    return [c for c in text if not c.isspace()]
+
+
 def count_sentences(path: str | os.PathLike, input_format: str = "text") -> int | None:
     """How many sentences :func:`read_sentences` will yield (blank ones included), counted in the raw bytes before
-    the real read: lines of text, blocks with a word line of CoNLL-U. None for a stream (it can be read only once)
-    or a file that cannot be read through (the real read then names the problem)."""
+    the real read: lines of text, blocks with a word line of CoNLL-U, ``>`` headers of FASTA. None for a stream (it
+    can be read only once) or a file that cannot be read through (the real read then names the problem)."""
     if is_stream(path):
         return None
+    input_format = resolve_input_format(path, input_format)
     try:
         with raw_lines(path) as lines:
             if input_format == "text":
                 return sum(1 for _ in lines)
+            if input_format == "fasta":
+                return sum(1 for line in lines if line.removeprefix(b"\xef\xbb\xbf").startswith(b">"))
             count, words = 0, False
             for line in lines:
                 if not line.strip():

@@ -9,6 +9,7 @@ from elmo.embedding.contract import SentenceEmbedder, embed_in_order
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.file_job import EmbedFileJob
+from elmo.embedding.selection import VectorSelection
 from elmo.precision import Precision
 from elmo.serving.remote import RemoteEmbedder
 from tests.conftest import random_bilm
@@ -42,7 +43,8 @@ def test_any_embedder_that_keeps_the_contract_runs_the_file_job(tmp_path):
     embedder = LengthEmbedder()
     assert isinstance(embedder, SentenceEmbedder)
     (tmp_path / "in.txt").write_text("a b c\n\nd\ne f g h i\n", encoding="utf-8")
-    assert EmbedFileJob(embedder, OutputOptions(output_layers="top")).run(tmp_path / "in.txt", tmp_path / "o.hdf5") == 4
+    assert EmbedFileJob(embedder, OutputOptions(), selection=VectorSelection(layer="top")).run(
+        tmp_path / "in.txt", tmp_path / "o.hdf5") == 4
     with h5py.File(tmp_path / "o.hdf5", "r") as f:
         assert [f[k].shape for k in "0123"] == [(3, 3), (0, 3), (1, 3), (5, 3)]
         assert f["3"][0, 0] == 5 and dict(f.attrs)["model"] == "lengths"

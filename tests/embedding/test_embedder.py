@@ -116,7 +116,7 @@ def test_output_options(tmp_path, model_dir):
     text = _write_text(tmp_path / "in.txt", _sentences(9))
     full, half = tmp_path / "all.hdf5", tmp_path / "avg.hdf5"
     assert cli_main(["embed", str(text), str(full), "--all", "--model", str(model_dir), "--chunk-size", "4"]) == 0
-    argv = ["embed", str(text), str(half), "--average", "--model", str(model_dir), "--output-dtype", "float16"]
+    argv = ["embed", str(text), str(half), "--average", "--model", str(model_dir), "--dtype", "float16"]
     assert cli_main(argv + ["--forget-sentences"]) == 0
     everything, averaged = _read_all(full), _read_all(half)
     assert "sentence_to_index" not in averaged and "sentence_to_index" in everything

@@ -72,6 +72,10 @@ def prepare_workdir(root: Path) -> Path:
     _write_lines(repo / "sentences.txt", _sentences(rng, 5))
     _write_lines(repo / "in.txt", _sentences(rng, 5))
     _write_lines(repo / "corpus.txt.gz", _sentences(rng, 5), compress=True)
+    (repo / "proteins.fasta").write_text(  # docs/embedding.md: protein sequences, one token per residue
+        ">P69905 HBA_HUMAN\nMVLSPADKTNVKAAWGKVGAHAGEYGAEALERMFLSF\nPTTKTYFPHFDLSHGSAQVKGHGKKVADALTNAVAHV\n"
+        ">P68871 HBB_HUMAN\nMVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDG\n",
+        encoding="utf-8")
     # training text of a little more than one batch of the cpu preset (64 x 20 tokens), the least it accepts
     for shard in range(2):
         _write_lines(repo / "corpus" / f"train-{shard:03d}.txt.gz", _sentences(rng, 100), compress=True)

@@ -17,7 +17,7 @@ def test_strings_are_tokenised_like_elmo_embed_lines(tmp_path):
     texts = ["  The\u00a0bank\tis  here . ", "", "caf\u00e9 \u2014 ok"]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
     request = parse_embed_request(json.dumps({"sentences": texts}).encode(), ServeOptions())
-    assert request == EmbedRequest([line.tokens for line in read_sentences(tmp_path / "in.txt")], "all", "float32")
+    assert request == EmbedRequest([line.tokens for line in read_sentences(tmp_path / "in.txt")])
     assert request.tokens == 8
 
 

@@ -43,6 +43,17 @@ def test_json_answers_equal_the_embedder(service, reference, output):
     assert_close(json_arrays(answer), want)
 
 
+@pytest.mark.parametrize("fields", [{"pool": "mean", "layer": "average"}, {"pool": "first-last", "layer": 2},
+                                    {"pool": "none", "layer": "mix", "mix_weights": [0.5, -1, 2], "mix_gamma": 0.5},
+                                    {"pool": "max", "layer": "all"}])
+def test_pooled_and_mixed_answers_equal_the_embedder(service, reference, fields):
+    status, _, answer = service.post_json({"sentences": SENTENCES, **fields})
+    assert status == 200, answer
+    want = list(reference.embed_sentences([s.split() if isinstance(s, str) else s for s in SENTENCES], **fields))
+    assert answer["pool"] == fields["pool"] and answer["shapes"] == [list(w.shape) for w in want]
+    assert_close(json_arrays(answer), want)
+
+
 def test_strings_are_split_on_whitespace_like_elmo_embed(service, reference):
     text = " The  river\tbank flooded . "
     status, _, answer = service.post_json({"sentences": [text], "output": "top"})
@@ -97,12 +108,19 @@ BAD_REQUESTS = [
     ({"sentences": [["ok"], ["a", None]]}, 400, "sentences[1][1] must be a string (a token), got null", "schema"),
     ({"sentences": [["a", ""]]}, 400, "sentences[0][1] is an empty token", "schema"),
     ({"sentences": [["a b"]]}, 400, "sentences[0][0] 'a b' contains whitespace", "schema"),
-    ({"sentences": [["x"]], "output": "middle"}, 400, "'output' must be one of 'all', 'top', 'average', got 'middle'",
+    ({"sentences": [["x"]], "output": "middle"}, 400, "'output' must be one of all, top, average, mix or a layer "
+     "index 0, 1, ...; got 'middle'", "schema"),
+    ({"sentences": [["x"]], "dtype": "int8"}, 400, "'dtype' must be one of float32, float16; got 'int8'", "schema"),
+    ({"sentences": [["x"]], "pool": "sum"}, 400, "'pool' must be one of none, mean, max, first-last; got 'sum'",
      "schema"),
-    ({"sentences": [["x"]], "dtype": "int8"}, 400, "'dtype' must be one of 'float32', 'float16', got 'int8'",
-     "schema"),
-    ({"sentences": [["x"]], "layers": "top"}, 400, "unknown field 'layers' (the fields are: sentences, output, dtype)",
-     "schema"),
+    ({"sentences": [["x"]], "layer": 7}, 400, "'layer' 7 is not a layer of the model: it has layers 0 to 2", "schema"),
+    ({"sentences": [["x"]], "layer": "mix"}, 400, "'mix_weights' must be given with layer mix", "schema"),
+    ({"sentences": [["x"]], "layer": "mix", "mix_weights": [1, 2]}, 400, "'mix_weights' has 2 weights; the model has "
+     "3 layers", "schema"),
+    ({"sentences": [["x"]], "layer": "top", "output": "top"}, 400, "give 'layer' or 'output' (its older name), not "
+     "both", "schema"),
+    ({"sentences": [["x"]], "layers": "top"}, 400, "unknown field 'layers' (the fields are: sentences, output, layer, "
+     "pool, mix_weights, mix_gamma, dtype)", "schema"),
     ({"sentences": [["x"] * 41]}, 413, "sentences[0] has 41 tokens, over the limit of 40 per sentence", "too_large"),
     ({"sentences": [["x"]] * 17}, 413, "'sentences' holds 17 sentences, over the limit of 16 per request",
      "too_large"),

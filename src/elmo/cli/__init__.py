@@ -40,7 +40,7 @@ class SubcommandParser(OneLineErrorParser):
 
 RETIRED_FLAGS = {
     "--bf16": "--precision bf16", "--no-bf16": "--precision fp32", "--stateful": "--initial-state carry",
-    "--max-tokens-per-batch": "--max-batch-tokens",
+    "--max-tokens-per-batch": "--max-batch-tokens", "--output-dtype": "--dtype",
 }
 """Flags of earlier versions -> what to write now: one error line instead of argparse's "unrecognized"."""
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from elmo.cli.model_args import add_model_args, load_model, model_name
 from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args, show_progress
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
-from elmo.errors import ConfigError
+from elmo.embedding.selection import VectorSelection
+from elmo.errors import ConfigError, UsageError
+from elmo.settings import setting_of, settings_of
 from elmo.shared_settings import DEVICE, PROGRESS
 
 log = logging.getLogger("elmo")
@@ -25,7 +27,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.runtime.interrupts import stop_on_signals
 
     options = EmbedOptions(**settings_from_args(EmbedOptions, args))
-    output = OutputOptions(output_layers=args.layers, **settings_from_args(OutputOptions, args))
+    output = OutputOptions(**settings_from_args(OutputOptions, args))
+    selection = VectorSelection(**settings_from_args(VectorSelection, args) | {"layer": _layer(args)})
     check_paths(Path(args.input), Path(args.output), output.overwrite)  # before the model loads
     if args.align and getattr(args, "server", None):
         raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
@@ -40,7 +43,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
             alignment = read_alignment(args.align, bilm.output_dim) if args.align else None
             embedder = Embedder(bilm, options, device=args.device or ranks.default_device(), alignment=alignment,
                                 model_name=model_name(args))
-        job = EmbedFileJob(embedder, output, resume=args.resume, ranks=ranks)
+        job = EmbedFileJob(embedder, output, resume=args.resume, ranks=ranks, selection=selection)
         with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), ranks, stop) as bar:
             count = job.run(args.input, args.output, progress=bar)
     finally:
@@ -50,13 +53,30 @@ def cmd_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _layer(args: argparse.Namespace) -> str:
+    """The layer flags: ``--all``/``--top``/``--average``/``--layer``; pooled output defaults to the average."""
+    if args.layer is not None:
+        return args.layer
+    if args.pool == "none":
+        raise UsageError("say what to keep: --all, --top, --average or --layer N (or pool each sentence into one "
+                         "vector with --pool mean)")
+    return "average"
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from elmo.formats.model_files import save_bilm
     from elmo.runtime.atomic_files import check_destination
 
     check_destination(args.output, args.force)  # before the model loads
     bilm = load_model(args)
-    save_bilm(bilm, args.output, native=args.to == "native", force=args.force)
+    if args.to == "hf":
+        from elmo.formats.hf_folders import save_hf_folder
+        from elmo.formats.model_card import source_facts
+
+        source = args.model or (Path(args.weight_file).parent if args.weight_file else None)  # None: the demo
+        save_hf_folder(bilm, args.output, source_facts(source), force=args.force)
+    else:
+        save_bilm(bilm, args.output, native=args.to == "native", force=args.force)
     log.info("wrote %s model to %s", args.to, args.output)
     return 0
 
@@ -88,36 +108,51 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_embed_commands(commands) -> None:
     embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5")
-    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line, or a CoNLL-U file "
-                       "with --input-format conllu (UTF-8; .gz is unpacked; - reads stdin)")
+    embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line, a CoNLL-U file "
+                       "(.conllu) or a FASTA file of sequences (.fa, .fasta, .faa: one token per residue, keyed by "
+                       "record id); UTF-8; .gz is unpacked; - reads stdin")
     embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work)")
-    which = embed.add_mutually_exclusive_group(required=True)
-    which.add_argument("--all", dest="layers", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
-    which.add_argument("--top", dest="layers", action="store_const", const="top", help="top layer: (n, 2P)")
-    which.add_argument("--average", dest="layers", action="store_const", const="average", help="mean of layers")
+    vectors = embed.add_argument_group("what to keep (docs/embedding.md#sentence-vectors)")
+    which = vectors.add_mutually_exclusive_group()
+    which.add_argument("--all", dest="layer", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
+    which.add_argument("--top", dest="layer", action="store_const", const="top", help="top layer: (n, 2P)")
+    which.add_argument("--average", dest="layer", action="store_const", const="average", help="mean of layers")
+    add_setting_flags(which, VectorSelection, ["layer"])
+    for action in which._group_actions:  # the CLI's own default (set_defaults below), not the Python API's
+        if action.option_strings == ["--layer"]:
+            action.help = action.help.replace("(default: all)", "(default: average with --pool; without it, one of "
+                                              "these four flags is needed)")
+    add_setting_flags(vectors, VectorSelection, ["pool"])
+    add_flag(vectors, "mix_weights", setting_of(next(f for f in settings_of(VectorSelection)
+                                                      if f.name == "mix_weights")), str)
+    add_setting_flags(vectors, VectorSelection, ["mix_gamma", "dtype"])
+    add_setting_flags(vectors, OutputOptions, ["matrix"])
+    embed.set_defaults(layer=None)  # none of the four: --pool decides (the average), else a usage error
     add_model_args(embed)
     embed.add_argument("--server", metavar="URL", help="send the batches to a running `elmo serve` at URL (its "
                        "model; API key from $ELMO_API_KEY) instead of loading a model here")
     embed.add_argument("--align", metavar="FILE", help="alignment matrix W of the aligned multilingual models "
                        "(<lang>_best_mapping.pth, fitted on layer 1): every output vector x becomes x @ W.T")
     add_setting_flags(embed, EmbedOptions, ["batch_size", "initial_state"])
-    add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "overwrite"])
+    add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "overwrite",
+                                             "tokens"])
     add_flag(embed, "device", DEVICE)
     speed = embed.add_argument_group("speed and scale")
     add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache"])
     speed.add_argument("--resume", action="store_true",
                        help="continue an interrupted run of the same command, computing only what is missing")
-    add_setting_flags(speed, OutputOptions, ["output_dtype", "errors"])
+    add_setting_flags(speed, OutputOptions, ["errors"])
     add_flag(speed, "progress", PROGRESS, bool)
     embed.set_defaults(func=cmd_embed)
 
-    convert = commands.add_parser("convert", help="convert a model between the original and the native format "
-                                  "(an ELMoForManyLangs model: to native only)")
+    convert = commands.add_parser("convert", help="convert a model between the original, the native and the "
+                                  "Hugging Face-style format (an ELMoForManyLangs model: to native or hf only)")
     add_model_args(convert)
     convert.add_argument("output", help="output directory")
     convert.add_argument(
-        "--to", choices=("hdf5", "native"), default="native", help="hdf5: options.json + weights.hdf5; "
-        "native: config.json + model.safetensors (default)"
+        "--to", choices=("hdf5", "native", "hf"), default="native", help="hdf5: options.json + weights.hdf5; "
+        "native: config.json + model.safetensors (default); hf: the native files + README.md, a model card for "
+        "model hubs (architecture, and the language, training data and results the source records)"
     )
     convert.add_argument("--force", action="store_true", help="replace an existing non-empty output directory as a "
                          "whole (without it, one is refused)")

@@ -17,6 +17,7 @@ import numpy as np
 from elmo.char_encoding import token_lists
 from elmo.embedding.batch_plan import ordered_batches, token_budget_batches
 from elmo.embedding.embed_options import EmbedOptions
+from elmo.embedding.selection import VectorSelection
 from elmo.precision import Precision
 
 Progress = Callable[[int, int], None]
@@ -85,22 +86,15 @@ def chunk_size(options: EmbedOptions, batch_size: int | None = None) -> int:
 
 def embed_in_order(
     embedder: SentenceEmbedder, sentences: Iterable[list[str]], batch_size: int | None = None,
-    progress: Progress | None = None, caller: str = "embed_sentences",
+    progress: Progress | None = None, caller: str = "embed_sentences", selection: VectorSelection | None = None,
 ) -> Iterator[np.ndarray]:
-    """Lazily embed many sentences; results come in input order. Memory: one chunk of results at a time."""
+    """Lazily embed many sentences; results come in input order, all layers or as ``selection`` says. Memory: one
+    chunk of results at a time."""
+    if selection is not None:
+        selection.check_model(embedder.num_layers)
     iterator = token_lists(sentences, caller)
     while chunk := list(islice(iterator, chunk_size(embedder.options, batch_size))):
         results: list[np.ndarray | None] = [None] * len(chunk)
         for i, layers in embed_unordered(embedder, chunk, progress, batch_size):
-            results[i] = layers
+            results[i] = layers if selection is None else selection.apply(layers)
         yield from results  # type: ignore[misc]
-
-
-def select_layers(layers: np.ndarray, which: str) -> np.ndarray:
-    """(L + 1, n, 2P) -> what ``--all``/``--top``/``--average`` keep: all layers, the top one (n, 2P) or the mean
-    of all (n, 2P)."""
-    if which == "top":
-        return layers[-1]
-    if which == "average":
-        return layers.mean(axis=0)
-    return layers

@@ -6,12 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elmo.precision import Precision
-from elmo.sentences import ENCODING_ERRORS, INPUT_FORMATS
+from elmo.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 from elmo.settings import at_least, check_settings, setting
 from elmo.shared_settings import INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
 
-OUTPUT_LAYERS = ("all", "top", "average")
-OUTPUT_DTYPES = ("float32", "float16")
 STATELESS_BATCH_SIZE = 256
 CARRY_BATCH_SIZE = 64
 """AllenNLP's ``ElmoEmbedder`` default: with ``--initial-state carry`` the batch decides which rows carry state."""
@@ -59,24 +57,30 @@ class EmbedOptions:
 class OutputOptions:
     """What :class:`~elmo.embedding.file_job.EmbedFileJob` writes (layouts: see ``elmo.embedding.file_job``)."""
 
-    output_layers: str = setting("all", "which layers: all (L + 1, n, 2P), top (n, 2P) or average (n, 2P)",
-                                 choices=OUTPUT_LAYERS)
     use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
     forget_sentences: bool = setting(False, "do not write the sentence_to_index dataset")
     overwrite: bool = setting(False, "replace an existing output file that is not HDF5 (never the input itself)")
     """An existing HDF5 output is always replaced: a rerun is not a mistake, replacing a text file may be."""
-    output_dtype: str = setting("float32", "dtype of the stored vectors (float16 halves the file)",
-                                choices=OUTPUT_DTYPES)
-    """Computation is unaffected."""
+    matrix: bool = setting(False, "with --pool: one (n_lines, dim) dataset 'embeddings' (row i = line i; its keys "
+                           "in 'keys') instead of one dataset per line: the fast layout to load whole")
     errors: str = setting(
         "strict", "a line that is not UTF-8: strict = stop with its line number, replace = use U+FFFD",
         choices=ENCODING_ERRORS,
     )
 
     input_format: str = setting(
-        "text", "text: one whitespace-tokenised sentence per line; conllu: the FORM column of each CoNLL-U sentence's "
-        "words (multiword tokens and empty nodes skipped; keys: sentence numbers 0, 1, ...)", choices=INPUT_FORMATS,
+        AUTO, "auto: from the file name (.fa/.fasta/.faa: fasta, .conllu: conllu, .gz after them too; "
+        "else text); text: one whitespace-tokenised sentence per line; conllu: the FORM column of each CoNLL-U "
+        "sentence's words (multiword tokens and empty nodes skipped; keys: sentence numbers 0, 1, ...); fasta: one "
+        "token per residue of each record (keys: the record ids)", choices=INPUT_FORMATS + (AUTO,),
     )
+
+    tokens: str = setting(
+        "words", "tokens of a text line: words (split on whitespace) or chars (one per character that is not "
+        "whitespace: protein or DNA sequences, one per line); FASTA is always one token per residue",
+        choices=TOKENS,
+    )
+    """What a character-level model (SeqVec-style, one residue per token) reads from plain text."""
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -14,6 +14,7 @@ from elmo.char_encoding import as_tokens, token_lists
 from elmo.devices import checked_device
 from elmo.embedding.contract import Progress, embed_in_order
 from elmo.embedding.embed_options import EmbedOptions
+from elmo.embedding.selection import selection_of
 from elmo.formats.warm_state import warm_state_for
 from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.elmo import checked_alignment
@@ -84,7 +85,8 @@ class Embedder:
             tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
             run = next(m for m in (self._stateful, self._warm, self.model) if m is not None).contextualize
             out = run(tokens, mask)
-            layers = [remove_sentence_boundaries(x, out.mask)[0] for x in out.layers]
+            # each layer is let go once copied: a long sequence (a protein) holds two copies of its layers, not three
+            layers = [remove_sentence_boundaries(out.layers.pop(0), out.mask)[0] for _ in range(len(out.layers))]
             layers = torch.stack(layers, dim=1).float()  # (B, L+1, T, 2P)
             if self.alignment is not None:
                 layers = torch.nn.functional.linear(layers, self.alignment)  # x @ W.T
@@ -111,13 +113,18 @@ class Embedder:
         return next(self.embed_sentences([as_tokens(sentence, "Embedder.embed_sentence")]))
 
     def embed_sentences(
-        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
+        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None,
+        **selection: Any,
     ) -> Iterator[np.ndarray]:
         """Lazily embed many sentences (a generator); results come in input order.
 
-        ``batch_size`` overrides the embedder's for this call. Memory: one chunk of results at a time.
+        Every layer, (L + 1, n_tokens, 2P) per sentence, unless ``selection`` holds
+        :class:`~elmo.embedding.selection.VectorSelection` fields: ``pool="mean", layer="average"`` gives one (2P,)
+        vector per sentence. ``batch_size`` overrides the embedder's for this call. Memory: one chunk of results at
+        a time.
         """
-        return embed_in_order(self, sentences, batch_size, progress, "Embedder.embed_sentences")
+        chosen = selection_of(**selection) if selection else None
+        return embed_in_order(self, sentences, batch_size, progress, "Embedder.embed_sentences", chosen)
 
     def provenance(self) -> dict[str, str]:
         return ({} if self.model_name is None else {"model": self.model_name}) | {

@@ -8,9 +8,12 @@ line, keyed by the line index ("0", "1", ...) or by the sentence itself, of shap
     --average  (n_tokens, 2P)          mean of the L + 1 layers
 
 plus ``sentence_to_index``: a (1,) string dataset holding a JSON object sentence -> key. An empty line gives
-an empty (L + 1, 0, 2P) entry. The file's root attributes say what made the vectors (``model``, ``precision``,
-``device``, ``initial_state``: :meth:`SentenceEmbedder.provenance`) and how it was run (``embed_settings``: the
-parts manifest as JSON, which ``resume`` compares to tell a finished run of the same job).
+an empty (L + 1, 0, 2P) entry. Other layers (``--layer N|mix``) are (n_tokens, 2P). Pooled (``--pool``), each
+line's dataset is one vector, (2P,) or (L + 1, 2P) with ``--all``, an empty line zeros; with ``--matrix`` the
+vectors are instead the rows of one dataset ``embeddings`` (n_lines, ...), in input order, with their keys in
+``keys`` (n_lines,): one read loads them all. The file's root attributes say what made the vectors (``model``,
+``precision``, ``device``, ``initial_state``: :meth:`SentenceEmbedder.provenance`) and how it was run
+(``embed_settings``: the parts manifest as JSON, which ``resume`` compares to tell a finished run of the same job).
 
 How a file is processed: lines are read lazily in chunks of ``chunk_size``; each chunk is batched by
 :func:`~elmo.embedding.contract.embed_unordered` and written as a part file (``elmo.embedding.parts``), which makes
@@ -26,13 +29,14 @@ import os
 from itertools import islice
 from pathlib import Path
 
-from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size, embed_unordered, select_layers
+from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size, embed_unordered
 from elmo.embedding.embed_options import OutputOptions
 from elmo.embedding.parts import Parts, check_paths, complete_output, sentence_key_problem
-from elmo.errors import ElmoError, InputFileError
+from elmo.embedding.selection import SELECTION_FIELDS, VectorSelection
+from elmo.errors import ElmoError, InputFileError, UsageError
 from elmo.runtime.distributed import DistInfo
 from elmo.runtime.text_files import display_name, is_stream
-from elmo.sentences import Line, count_sentences, read_sentences
+from elmo.sentences import Line, count_sentences, read_sentences, resolve_input_format
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,8 @@ class EmbedFileJob:
     output: OutputOptions = dataclasses.field(default_factory=OutputOptions)
     resume: bool = False
     ranks: DistInfo = dataclasses.field(default_factory=DistInfo)
+    selection: VectorSelection = dataclasses.field(default_factory=VectorSelection)
+    """Which layers, pooled or not, in which dtype (``elmo.embedding.selection``)."""
     was_complete: bool = dataclasses.field(default=False, init=False, repr=False)
     """Set by :meth:`run`: ``resume`` found the output finished by the same job, and nothing was written."""
 
@@ -60,6 +66,9 @@ class EmbedFileJob:
         if options.stateful and (self.resume or ranks.world_size > 1):
             raise ElmoError("--initial-state carry carries state through the whole file: it cannot --resume or use "
                             "torchrun")
+        if output.matrix and not self.selection.pooled:
+            raise UsageError("--matrix stores one vector per line: it needs --pool (mean, max or first-last)")
+        self.selection.check_model(self.embedder.num_layers)
         input_path, output_path = Path(input_path), Path(output_path)
         check_paths(input_path, output_path, output.overwrite)
         if is_stream(input_path) and (self.resume or ranks.world_size > 1):
@@ -80,14 +89,14 @@ class EmbedFileJob:
         seen_keys: dict[str, int] = {}  # sentence -> its line number
         n_lines = n_chunks = 0
         lines = read_sentences(input_path, output.input_format, output.errors, what="input file",
-                               advice="fix the file or pass --errors replace")
+                               advice="fix the file or pass --errors replace", tokens=output.tokens)
         try:
             while chunk := list(islice(lines, chunk_size(options))):
                 keys = [self._key(line, seen_keys, input_path) for line in chunk]
                 if ranks.owns(n_chunks) and not parts.done(n_chunks):
                     with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
                         for i, layers in embed_unordered(self.embedder, [line.tokens for line in chunk], progress):
-                            data = select_layers(layers, output.output_layers).astype(output.output_dtype)
+                            data = self.selection.apply(layers)
                             part.create_dataset(keys[i], data=data)
                 n_lines += len(chunk)
                 n_chunks += 1
@@ -99,7 +108,7 @@ class EmbedFileJob:
         if ranks.is_main:
             if n_lines == 0:
                 log.warning("%s is empty: %s holds no sentences", display_name(input_path), output_path)
-            parts.merge(n_chunks, output.forget_sentences, self.embedder.provenance())
+            parts.merge(n_chunks, output.forget_sentences, self.embedder.provenance(), output.matrix)
         return n_lines
 
     def _to_embed(self, input_path: Path, parts: Parts) -> int | None:
@@ -118,16 +127,23 @@ class EmbedFileJob:
         return {
             "input": display_name(input_path) if stat is None else str(input_path.resolve()),
             "input_bytes": stat and stat.st_size, "input_mtime_ns": stat and stat.st_mtime_ns,
-            "layers": output.output_layers, "output_dtype": output.output_dtype,
+            **self.selection.describe(), **({"matrix": True} if output.matrix else {}),
             "sentence_keys": output.use_sentence_keys, "errors": output.errors,
             "chunk_size": self.embedder.options.chunk_size,
             "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
-        } | ({} if output.input_format == "text" else {"input_format": output.input_format}) | self.embedder.identity()
+        } | _input_settings(input_path, output) | self.embedder.identity()
 
     def _key(self, line: Line, seen: dict[str, int], input_path: Path) -> str:
-        """The dataset name of ``line``; with sentence keys, an error says why a sentence cannot be an HDF5 name."""
+        """The dataset name of ``line``: the sentence with sentence keys, else the key the file gives (a FASTA
+        record id) or the line index; an error says why a sentence or record id cannot be an HDF5 name."""
         if not self.output.use_sentence_keys:
-            return str(line.index)
+            if line.key is None:
+                return str(line.index)
+            problem = sentence_key_problem(line.key, {}, self.output.forget_sentences)  # ids: unique by the reader
+            if problem:
+                raise InputFileError(f"{display_name(input_path)}, line {line.line_number}: cannot use the record id "
+                                     f"{line.key!r} as a key: {problem}; rename the record")
+            return line.key
         key = " ".join(line.tokens)
         problem = sentence_key_problem(key, seen, self.output.forget_sentences)
         if problem:
@@ -139,11 +155,22 @@ class EmbedFileJob:
         return key
 
 
+def _input_settings(input_path: Path, output: OutputOptions) -> dict:
+    """The manifest's entries for how the input is read, where they differ from the defaults of plain text (so a
+    text job's manifest is the same whether its format was given or found from the name)."""
+    input_format = resolve_input_format(input_path, output.input_format)
+    return ({} if input_format == "text" else {"input_format": input_format}) | (
+        {} if output.tokens == "words" else {"tokens": output.tokens})
+
+
 def embed_file(
     embedder: SentenceEmbedder, input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     resume: bool = False, ranks: DistInfo | None = None, progress: Progress | None = None, **output: object,
 ) -> int:
-    """:class:`EmbedFileJob` in one call: ``output`` holds :class:`OutputOptions` fields
-    (``embed_file(embedder, "in.txt", "out.hdf5", output_layers="top")``); returns the number of sentences."""
-    job = EmbedFileJob(embedder, OutputOptions(**output), resume, ranks or DistInfo())  # type: ignore[arg-type]
+    """:class:`EmbedFileJob` in one call: ``output`` holds :class:`OutputOptions` and
+    :class:`~elmo.embedding.selection.VectorSelection` fields (``embed_file(embedder, "in.txt", "out.hdf5",
+    layer="top")``, ``pool="mean"``); returns the number of sentences."""
+    chosen = {k: output.pop(k) for k in list(output) if k in SELECTION_FIELDS}
+    job = EmbedFileJob(embedder, OutputOptions(**output), resume, ranks or DistInfo(),  # type: ignore[arg-type]
+                       VectorSelection(**chosen))  # type: ignore[arg-type]
     return job.run(input_path, output_path, progress)

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 from elmo.errors import ElmoError, OutputWriteError
 from elmo.runtime.atomic_files import errno_of, write_failure
@@ -104,7 +105,8 @@ def complete_output(output: Path, manifest: dict) -> int | None:
     try:
         with h5py.File(output, "r") as f:
             stored = f.attrs.get(EMBED_SETTINGS)
-            count = sum(1 for k in f if k != SENTENCE_TO_INDEX or f[k].dtype.kind != "O")
+            count = f[MATRIX].shape[0] if MATRIX_KEYS in f and MATRIX in f else sum(
+                1 for k in f if k != SENTENCE_TO_INDEX or f[k].dtype.kind != "O")
     except OSError as e:
         raise ElmoError(f"--resume: {output}: cannot read the finished output ({e}); {redo}") from e
     try:
@@ -201,9 +203,11 @@ class Parts:
         """Remove the directory: for runs that cannot be resumed (e.g. the input has an error)."""
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def merge(self, n_chunks: int, forget_sentences: bool, attributes: dict[str, str] | None = None) -> None:
+    def merge(self, n_chunks: int, forget_sentences: bool, attributes: dict[str, str] | None = None,
+              matrix: bool = False) -> None:
         """Copy parts 0 .. n_chunks-1 in order into the output (atomically), then remove the directory.
-        ``attributes``: what made the vectors, written as the file's root attributes."""
+        ``attributes``: what made the vectors, written as the file's root attributes. ``matrix``: the vectors of
+        every line as the rows of one dataset, ``embeddings`` (n_lines, ...), their keys in ``keys``."""
         missing = [c for c in range(n_chunks) if not self.done(c)]
         if missing:
             raise ElmoError(
@@ -215,11 +219,15 @@ class Parts:
             with h5py.File(tmp, "w") as out:
                 out.attrs.update(attributes or {})
                 out.attrs[EMBED_SETTINGS] = json.dumps(self.manifest, sort_keys=True)
+                rows = Rows(out) if matrix else None
                 for chunk in range(n_chunks):
                     with h5py.File(self.path(chunk), "r") as part:
                         keys = json.loads(part[KEYS].asstr()[()])
-                        for key in keys:
-                            part.copy(part[key], out, name=key)
+                        if rows is not None:
+                            rows.append(keys, [part[key][()] for key in keys])
+                        else:
+                            for key in keys:
+                                part.copy(part[key], out, name=key)
                         if not forget_sentences:
                             texts = json.loads(part[SENTENCES].asstr()[()])
                             sentence_to_index.update(zip(texts, keys))
@@ -235,3 +243,29 @@ class Parts:
                 ) from e
             raise
         shutil.rmtree(self.directory)
+
+
+MATRIX = "embeddings"
+MATRIX_KEYS = "keys"
+
+
+class Rows:
+    """The ``--matrix`` layout: pooled vectors as the rows of one resizable dataset, the keys beside them."""
+
+    def __init__(self, out: h5py.File) -> None:
+        self.out = out
+
+    def append(self, keys: list[str], vectors: list) -> None:
+        if not keys:
+            return
+        block = np.stack(vectors)  # (rows, ...) of one part
+        if MATRIX not in self.out:
+            self.out.create_dataset(MATRIX, shape=(0, *block.shape[1:]), maxshape=(None, *block.shape[1:]),
+                                    dtype=block.dtype, chunks=(min(4096, max(1, len(block))), *block.shape[1:]))
+            self.out.create_dataset(MATRIX_KEYS, shape=(0,), maxshape=(None,), dtype=h5py.string_dtype())
+        matrix, names = self.out[MATRIX], self.out[MATRIX_KEYS]
+        start = matrix.shape[0]
+        matrix.resize(start + len(block), axis=0)
+        names.resize(start + len(block), axis=0)
+        matrix[start:] = block
+        names[start:] = keys

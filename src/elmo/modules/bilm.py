@@ -13,7 +13,10 @@ Stateless by default: the caller passes the state (or None for zeros) and gets t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -38,6 +41,32 @@ class BiLMOutput:
     """(B, T) bool."""
     state: BiLMState
     """Final LSTM states, to start the next batch from (stateful use)."""
+
+
+class PretrainedFolders(Protocol):
+    """How a biLM goes into and comes out of a model folder. ``modules/`` knows no file format (nor imports
+    ``formats/``), so :mod:`elmo.formats.hf_folders` registers the one implementation when it is imported:
+    ``from elmo import BiLM`` and ``from elmo import load_bilm`` import it."""
+
+    def save(self, bilm: BiLM, directory: str | os.PathLike, force: bool) -> Path: ...
+
+    def load(self, model: str | os.PathLike) -> BiLM: ...
+
+
+_pretrained_folders: PretrainedFolders | None = None
+
+
+def register_pretrained_folders(folders: PretrainedFolders) -> None:
+    """Install what :meth:`BiLM.save_pretrained` and :meth:`BiLM.from_pretrained` call (formats/ does, once)."""
+    global _pretrained_folders
+    _pretrained_folders = folders
+
+
+def _folders() -> PretrainedFolders:
+    if _pretrained_folders is None:  # BiLM imported from elmo.modules, and no model loaded yet
+        raise RuntimeError("BiLM.save_pretrained/from_pretrained need the model formats: import BiLM as "
+                           "`from elmo import BiLM` (or import elmo.formats.hf_folders first)")
+    return _pretrained_folders
 
 
 class BiLM(nn.Module):
@@ -105,6 +134,18 @@ class BiLM(nn.Module):
         layers += [torch.cat([f, b], dim=-1) * float_mask for f, b in zip(fwd_layers, bwd_layers)]
         new_state = (torch.stack([fwd_final[0], bwd_final[0]]), torch.stack([fwd_final[1], bwd_final[1]]))
         return BiLMOutput(layers=layers, mask=mask, state=new_state)
+
+    def save_pretrained(self, directory: str | os.PathLike, force: bool = False) -> Path:
+        """Write a Hugging Face-style folder (``config.json``, ``model.safetensors``, ``README.md``), the same
+        ``elmo convert --to hf`` writes; every tensor keeps its dtype, so :meth:`from_pretrained` gives back the
+        same bits. An existing non-empty ``directory`` is refused unless ``force``, which replaces it whole."""
+        return _folders().save(self, directory, force)
+
+    @classmethod
+    def from_pretrained(cls, model: str | os.PathLike) -> BiLM:
+        """Any model spelling ``--model`` takes: a folder in any format, a model archive, a shipped or a
+        published name; on the CPU, in eval mode."""
+        return _folders().load(model)
 
     def zero_state(self, batch_size: int) -> BiLMState:
         first = self.forward_lstm.layers[0]

@@ -1,14 +1,16 @@
 """The HTTP API of ``elmo serve`` as a Starlette app: routes, the API key, the JSON and binary answers.
 
-    POST /v1/embed   {"sentences": [...], "output": "all"|"top"|"average", "dtype": "float32"|"float16"}
+    POST /v1/embed   {"sentences": [...], "layer": "all"|"top"|"average"|"mix"|N, "pool": "none"|"mean"|...,
+                      "dtype": "float32"|"float16"}   (docs/serving.md has every field)
     GET  /v1/model   the model's name, layers, dimension, precision and the service's limits
     GET  /healthz    the process is up        GET /readyz   the model is loaded and warm (503 until then, and
                                                             again from the moment SIGTERM or SIGINT arrives)
     GET  /metrics    Prometheus text format
 
 The vectors come from :class:`~elmo.embedding.embedder.Embedder` through the :class:`DynamicBatcher`, and
-``output`` selects layers as ``elmo embed --all|--top|--average`` does, so a sentence gets the same array as in
-``elmo embed``'s HDF5 file. The binary answer (``Accept: application/x-npy``) and every error are documented in
+the request's ``layer``/``pool`` pick what to send as ``elmo embed --layer/--pool`` do
+(:class:`~elmo.embedding.selection.VectorSelection`), so a sentence gets the same array as in ``elmo embed``'s HDF5
+file. The binary answer (``Accept: application/x-npy``) and every error are documented in
 docs/serving.md.
 """
 
@@ -25,12 +27,12 @@ from contextlib import asynccontextmanager
 
 import numpy as np
 
-from elmo.embedding.contract import SentenceEmbedder, select_layers
+from elmo.embedding.contract import SentenceEmbedder
 from elmo.errors import MissingExtraError
 from elmo.runtime.extras import install_hint
 from elmo.serving.batcher import DynamicBatcher, QueueFull
 from elmo.serving.metrics import Metrics
-from elmo.serving.requests import RequestError, parse_embed_request, too_large
+from elmo.serving.requests import RequestError, check_for_model, parse_embed_request, too_large
 from elmo.serving.serve_options import ServeOptions
 
 try:  # the serve extra; this module is imported only where a service starts (elmo.serving.service)
@@ -89,6 +91,7 @@ def create_app(
     async def embed(request: Request) -> Response:
         try:
             parsed = parse_embed_request(await _body(request, options.max_request_bytes), options)
+            check_for_model(parsed.selection, embedder.num_layers)
         except RequestError as e:
             metrics.bad_requests[e.reason] += 1
             return error(e.status, e.message)
@@ -113,13 +116,13 @@ def create_app(
             return Response(status_code=CLIENT_GONE)
         if future.exception() is not None:
             return error(500, f"embedding failed: {future.exception()}")
-        arrays = [select_layers(layers, parsed.output).astype(parsed.dtype) for layers in future.result()]
+        arrays = [parsed.selection.apply(layers) for layers in future.result()]
         metrics.latency.observe(time.monotonic() - started)
         headers = {"X-Elmo-Model": header_name, "X-Elmo-Count": str(len(arrays)), **made_by}
         if NPY in request.headers.get("accept", ""):
             return Response(encode_npy(arrays), media_type=NPY, headers=headers)
         return JSONResponse({"model": model_name, "precision": provenance["precision"],
-                             "device": provenance["device"], "output": parsed.output, "dtype": parsed.dtype,
+                             "device": provenance["device"], **parsed.selection.describe(),
                              "shapes": [list(a.shape) for a in arrays],
                              "embeddings": [a.tolist() for a in arrays]}, headers=headers)
 

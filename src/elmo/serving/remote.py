@@ -8,12 +8,14 @@ part files, ``--resume``, ``--all``/``--top``/``--average`` and the atomic merge
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from elmo.client import ElmoClient
 from elmo.embedding.contract import Progress, embed_in_order
 from elmo.embedding.embed_options import EmbedOptions
+from elmo.embedding.selection import selection_of
 from elmo.errors import ElmoError
 from elmo.precision import Precision
 
@@ -48,9 +50,13 @@ class RemoteEmbedder:
         return self.client.embed(sentences, output="all", dtype="float32") if sentences else []
 
     def embed_sentences(
-        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None
+        self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None,
+        **selection: Any,
     ) -> Iterator[np.ndarray]:
-        return embed_in_order(self, sentences, batch_size, progress, "RemoteEmbedder.embed_sentences")
+        """As :meth:`Embedder.embed_sentences <elmo.embedding.embedder.Embedder.embed_sentences>`: the selection
+        (pool, layer, ...) is applied here, to the float32 layers the service sends."""
+        chosen = selection_of(**selection) if selection else None
+        return embed_in_order(self, sentences, batch_size, progress, "RemoteEmbedder.embed_sentences", chosen)
 
     def provenance(self) -> dict[str, str]:
         return {"model": self.model_name, "precision": self.precision.value, "device": f"{self.device} at "

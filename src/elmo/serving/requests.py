@@ -18,10 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from elmo.embedding.embed_options import OUTPUT_DTYPES, OUTPUT_LAYERS
+from elmo.embedding.selection import VectorSelection
+from elmo.errors import ConfigError
 from elmo.serving.serve_options import ServeOptions
 
-FIELDS = ("sentences", "output", "dtype")
+FIELDS = ("sentences", "output", "layer", "pool", "mix_weights", "mix_gamma", "dtype")
+SELECTION = ("layer", "pool", "mix_weights", "mix_gamma", "dtype")
+"""The request fields that are :class:`VectorSelection` fields (``output`` is the older name of ``layer``)."""
 MAX_NESTING = 8
 """Deepest nesting of lists and objects accepted; a request needs 3 (object, sentences list, sentence list)."""
 REASONS = ("not_utf8", "not_json", "nesting", "non_finite", "duplicate_key", "schema", "too_large")
@@ -43,9 +46,8 @@ class RequestError(Exception):
 @dataclass(frozen=True)
 class EmbedRequest:
     sentences: list[list[str]]
-    output: str = "all"
-    """"all" (L + 1, n, 2P), "top" (n, 2P) or "average" (n, 2P), as ``elmo embed --all|--top|--average``."""
-    dtype: str = "float32"
+    selection: VectorSelection = VectorSelection()
+    """What the answer holds of each sentence's layers, as ``elmo embed --layer/--pool/--dtype`` say."""
 
     @property
     def tokens(self) -> int:
@@ -85,9 +87,29 @@ def parse_embed_request(body: bytes, limits: ServeOptions) -> EmbedRequest:
     if tokens > limits.max_request_tokens:
         raise RequestError(413, f"the request holds {tokens} tokens, over the limit of {limits.max_request_tokens} "
                                 "per request: send fewer sentences at a time")
-    output = _choice(data, "output", OUTPUT_LAYERS)
-    dtype = _choice(data, "dtype", OUTPUT_DTYPES)
-    return EmbedRequest(checked, output, dtype)
+    return EmbedRequest(checked, _selection(data))
+
+
+def check_for_model(selection: VectorSelection, num_layers: int) -> None:
+    """A layer index or number of mix weights the service's model cannot have is a 400, before any work."""
+    try:
+        selection.check_model(num_layers)
+    except ConfigError as e:
+        raise RequestError(400, f"'{str(e).split(' ', 1)[0]}' {str(e).split(' ', 1)[1]}") from None
+
+
+def _selection(data: dict) -> VectorSelection:
+    if "output" in data and "layer" in data:
+        raise RequestError(400, "give 'layer' or 'output' (its older name), not both")
+    fields = {k: v for k, v in data.items() if k in SELECTION}
+    if "output" in data:
+        fields["layer"] = data["output"]
+    try:
+        return VectorSelection(**fields)
+    except ConfigError as e:  # "pool must be one of ...": the field as the request names it, and the problem
+        field, problem = str(e).split(" ", 1)
+        raise RequestError(400, f"'{'output' if field == 'layer' and 'output' in data else field}' "
+                                f"{_clip(problem, 200)}") from None
 
 
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
@@ -163,13 +185,6 @@ def _sentence(sentence: object, i: int, max_tokens: int) -> list[str]:
     if len(tokens) > max_tokens:
         raise RequestError(413, f"{where} has {len(tokens)} tokens, over the limit of {max_tokens} per sentence")
     return list(tokens)
-
-
-def _choice(data: dict, name: str, choices: tuple[str, ...]) -> str:
-    value = data.get(name, choices[0])
-    if value not in choices:
-        raise RequestError(400, f"'{name}' must be one of {', '.join(map(repr, choices))}, got {_clip(value)!r}")
-    return value
 
 
 def _kind(value: object) -> str:

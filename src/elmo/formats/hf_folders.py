@@ -1,0 +1,49 @@
+"""Hugging Face-style model folders: the native ``config.json`` + ``model.safetensors`` with a model card
+``README.md`` (:mod:`elmo.formats.model_card`), written by ``elmo convert --to hf`` and ``BiLM.save_pretrained``.
+They load like any native folder (the card is not a model file), so ``load_bilm`` and every ``--model`` read them.
+
+``modules/`` knows no file format, so ``BiLM.save_pretrained`` / ``BiLM.from_pretrained`` call what this module
+registers (:func:`elmo.modules.bilm.register_pretrained_folders`) when it is imported; ``from elmo import BiLM``
+imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from elmo.formats.model_card import CARD_FILE, CardFacts, render_card
+from elmo.formats.model_files import load_bilm, write_bilm_files
+from elmo.formats.published import resolve_model
+from elmo.modules.bilm import BiLM, register_pretrained_folders
+from elmo.runtime.atomic_files import replace_directory, write_text_atomic
+
+
+def save_hf_folder(bilm: BiLM, directory: str | os.PathLike, facts: CardFacts | None = None,
+                   force: bool = False) -> Path:
+    """Write ``config.json``, ``model.safetensors`` (every tensor in its own dtype, so loading gives the same bits)
+    and the card ``README.md`` (plus ``lexicon.json`` and ``warm_state.safetensors`` where the model has them) as
+    one new directory: an existing non-empty one is refused unless ``force``, which replaces it whole."""
+    text = render_card(bilm, facts or CardFacts())  # first: the facts may come from the folder being replaced
+
+    def build(tmp: Path) -> None:
+        write_bilm_files(bilm, tmp, native=True)
+        write_text_atomic(tmp / CARD_FILE, text)
+
+    return replace_directory(directory, build, force)
+
+
+def load_pretrained(model: str | os.PathLike) -> BiLM:
+    """Any model spelling ``--model`` takes: a folder in any format, an archive, a shipped or published name."""
+    return load_bilm(resolve_model(model))
+
+
+class _HfFolders:
+    def save(self, bilm: BiLM, directory: str | os.PathLike, force: bool) -> Path:
+        return save_hf_folder(bilm, directory, force=force)
+
+    def load(self, model: str | os.PathLike) -> BiLM:
+        return load_pretrained(model)
+
+
+register_pretrained_folders(_HfFolders())

@@ -1,0 +1,124 @@
+"""Spark: ELMo as a column function, so that a Spark job embeds a text column where its data already is
+(docs/integrations.md, "Spark").
+
+    embed = elmo_udf(model="demo", pool="mean", layer="average")
+    df.withColumn("embedding", embed("text"))
+
+It is a ``pyspark.ml.functions.predict_batch_udf``: Arrow batches of rows reach a Python worker, which loads the model
+once (``predict_batch_udf`` caches what ``make_predict_fn`` returns per worker process) and embeds each batch sorted
+by length like ``elmo embed``. Settings are checked, and the model's spelling looked at, when ``elmo_udf`` is called,
+on the driver, so a typo is one line before Spark runs anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from elmo.embedding.contract import embed_in_order
+from elmo.embedding.embed_options import EmbedOptions
+from elmo.embedding.selection import VectorSelection
+from elmo.errors import ConfigError, InputFileError
+from elmo.formats.model_files import read_model_config
+from elmo.formats.published import is_model_name, model_reference, resolve_model, shipped_models
+from elmo.ray import split_settings
+from elmo.runtime.extras import require
+
+OUTPUT_FIELD = "vectors"
+"""The struct field that carries nested outputs through ``predict_batch_udf`` (see :func:`elmo_udf`)."""
+
+
+def elmo_udf(model: str = "demo", *, device: str | None = None, **settings: Any) -> Any:
+    """A column function: a string column of whitespace-tokenised text -> its ELMo vectors, one row per row.
+
+    ``settings``: the fields of :class:`~elmo.embedding.selection.VectorSelection` (``layer``, ``pool``,
+    ``mix_weights``, ``mix_gamma``, ``dtype``) and of :class:`~elmo.embedding.embed_options.EmbedOptions`
+    (``precision``, ``batch_size``: sentences per model batch, ``max_batch_tokens``, ``initial_state``,
+    ``chunk_size``: rows a worker sorts by length and embeds together); ``device``: default CUDA when the worker
+    has one, else CPU. The column's type: ``array<float>`` for a pooled vector of one layer; one more ``array``
+    level per further axis: ``pool="none"`` gives the token vectors (``array<array<float>>``), ``layer="all"``
+    the layers. Spark has no 16-bit float: ``dtype="float16"`` gives float16-rounded values as floats.
+    Each Python worker takes as many torch threads as ``spark.task.cpus`` (default 1).
+    """
+    selection_fields, option_fields = split_settings(settings, (VectorSelection, EmbedOptions), "elmo_udf")
+    selection = VectorSelection(**selection_fields)
+    options = EmbedOptions(**option_fields)
+    if options.stateful:
+        raise ConfigError("elmo_udf: initial_state carry needs the sentences in file order, which Spark's "
+                          "partitions do not keep; use zero or warm")
+    _check_model(model, selection)
+    functions = require("pyspark.ml.functions", "spark", "elmo.spark.elmo_udf")
+    types = require("pyspark.sql.types", "spark", "elmo.spark.elmo_udf")
+    depth = len(selection.shape(2, 1)) + (0 if selection.pooled else 1)  # array levels of one row's output
+    return_type = types.FloatType()
+    for _ in range(depth):
+        return_type = types.ArrayType(return_type)
+    reference = model_reference(model)
+
+    def make_predict_fn() -> Any:
+        """In a Python worker, once: the model and the function that embeds a batch of rows."""
+        from elmo.embedding.embedder import Embedder
+        from elmo.formats.model_files import load_bilm
+
+        _threads_from_task_cpus()
+        embedder = Embedder(load_bilm(resolve_model(model)), options, device=device, model_name=reference)
+
+        def predict(texts: np.ndarray) -> Any:  # (rows,) object array of str
+            sentences = [_text_of(text, i).split() for i, text in enumerate(texts)]
+            vectors = [v.astype(np.float32, copy=False) for v in
+                       embed_in_order(embedder, sentences, caller="elmo_udf", selection=selection)]
+            if depth == 1:
+                return np.stack(vectors) if vectors else np.zeros((0, embedder.output_dim), np.float32)
+            return [{OUTPUT_FIELD: _nested(v)} for v in vectors]
+
+        return predict
+
+    if depth == 1:  # (rows, dim): predict_batch_udf's own array output
+        return functions.predict_batch_udf(make_predict_fn, return_type=return_type, batch_size=options.chunk_size)
+    # predict_batch_udf returns deeper arrays only as a struct's field, each row an object array of its sub-arrays
+    nested = functions.predict_batch_udf(
+        make_predict_fn, return_type=types.StructType([types.StructField(OUTPUT_FIELD, return_type)]),
+        batch_size=options.chunk_size)
+
+    def column(*columns: Any) -> Any:
+        return nested(*columns).getField(OUTPUT_FIELD)
+
+    return column
+
+
+def _check_model(model: str, selection: VectorSelection) -> None:
+    """On the driver: a spelling that names nothing is refused now; a local model's layers are checked against
+    ``layer`` and ``mix_weights`` (a published model not yet downloaded is fetched by the workers, not here)."""
+    if Path(model).expanduser().exists() or str(model) in shipped_models():
+        selection.check_model(read_model_config(resolve_model(model)).num_layers)
+    elif not is_model_name(model):
+        resolve_model(model)  # raises its one line: neither a directory, an archive nor a published model
+
+
+def _text_of(text: Any, index: int) -> str:
+    if not isinstance(text, str):
+        raise InputFileError(f"elmo_udf: row {index} of a batch is {text!r}, not a string; drop or fill missing "
+                             "text first (df.na.drop(subset=[...]))")
+    return text
+
+
+def _nested(array: np.ndarray) -> np.ndarray:
+    """(a, ..., dim) float32 -> a 1-D object array of its (..., dim) sub-arrays, nested the same way: the only
+    deeper-than-2-D row ``predict_batch_udf`` accepts."""
+    if array.ndim == 1:
+        return array
+    out = np.empty(len(array), dtype=object)
+    for i, sub in enumerate(array):
+        out[i] = _nested(sub)
+    return out
+
+
+def _threads_from_task_cpus() -> None:
+    """One torch thread per CPU of a Spark task: ``local[N]`` and executors run several Python workers side by side,
+    which must not each take all the cores."""
+    import torch
+
+    context = require("pyspark", "spark", "elmo.spark.elmo_udf").TaskContext.get()
+    torch.set_num_threads(max(1, context.cpus() if context is not None else 1))
