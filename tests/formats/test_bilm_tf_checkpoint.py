@@ -233,9 +233,8 @@ RSS_SCRIPT = textwrap.dedent("""
 
 
 def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_path):
-    """Peak RSS of load_bilm over a checkpoint over 2x the biLM (Adagrad slots, softmax): the weights, plus the raw
-    bytes of the one variable being transposed into its parameters, plus 16 MB whatever the size (the index, the
-    CRC tables, allocator arenas)."""
+    """Peak RSS of load_bilm over a checkpoint over 2x the biLM (Adagrad slots, softmax) stays below weights + 20%:
+    the arrays read become the parameters, and an LSTM kernel is read and transposed one half at a time."""
     config = BiLMConfig(
         lstm=LSTMConfig(dim=768, projection_dim=384, n_layers=4, cell_clip=3, proj_clip=3),
         char_cnn=CharCNNConfig(filters=[(1, 64), (2, 128), (3, 192)], embedding_dim=16, n_highway=2),
@@ -243,7 +242,6 @@ def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_pa
     bilm = build_bilm(config)
     directory = tmp_path / "big"
     write_bilm_tf_dir(directory, bilm, *_softmax(10_000, 384))
-    largest = max(p.numel() * p.element_size() for p in bilm.parameters()) * 2  # an LSTM kernel: input + state
     del bilm
     checkpoint_bytes = sum(p.stat().st_size for p in directory.glob("model.ckpt-*"))
     root = Path(__file__).resolve().parents[2]
@@ -251,6 +249,6 @@ def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_pa
                             cwd=root, check=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     before, peak, weights = map(int, result.stdout.split())
     print(f"checkpoint {checkpoint_bytes / 1e6:.1f} MB, biLM weights {weights / 1e6:.1f} MB, peak RSS growth "
-          f"{(peak - before) / 1e6:.1f} MB ({(peak - before) / weights:.2f}x), largest variable {largest / 1e6:.1f} MB")
+          f"{(peak - before) / 1e6:.1f} MB ({(peak - before) / weights:.2f}x)")
     assert checkpoint_bytes > 2 * weights
-    assert peak - before < weights + largest + 16e6, (peak - before, weights, largest, checkpoint_bytes)
+    assert peak - before < 1.2 * weights, (peak - before, weights, checkpoint_bytes)

@@ -127,6 +127,36 @@ def test_a_flipped_byte_is_a_crc_mismatch(checkpoints, tmp_path):
     assert str(shard) in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("kind", ["plain", "sliced"])
+def test_row_blocks_are_the_tensors_rows(checkpoints, kind):
+    bundle = TensorBundle(checkpoints[kind])
+    checked = 0
+    for name in bundle.names():
+        shape = bundle.shape(name)
+        if len(shape) < 2 or shape[0] < 3 or bundle.stored_dtype(name) == "string":
+            continue
+        checked += 1
+        whole = bundle.read(name)
+        blocks = list(bundle.read_row_blocks(name, [0, 1, shape[0] - 1]))
+        assert [len(b) for b in blocks] == [1, shape[0] - 2, 1], name
+        assert np.concatenate(blocks).tobytes() == whole.tobytes(), name
+    assert checked >= 2
+
+
+def test_a_flipped_byte_in_a_later_row_block_is_a_crc_mismatch(checkpoints, tmp_path):
+    prefix = _copy(checkpoints["plain"], tmp_path)
+    bundle = TensorBundle(prefix)
+    name = max((n for n in bundle.names() if len(bundle.shape(n)) == 2 and bundle.stored_dtype(n) == "float32"),
+               key=lambda n: bundle.shape(n)[0])
+    shard = tmp_path / "plain.data-00000-of-00001"
+    data = bytearray(shard.read_bytes())
+    entry = bundle.entry(name)
+    data[entry.offset + entry.size - 2] ^= 0x01  # in the last row
+    shard.write_bytes(bytes(data))
+    with pytest.raises(WeightFileError, match=f"CRC32C mismatch in tensor '{name}'"):
+        list(bundle.read_row_blocks(name, [0, 1]))
+
+
 def test_a_damaged_index_block_is_refused(checkpoints, tmp_path):
     prefix = _copy(checkpoints["plain"], tmp_path)
     index = tmp_path / "plain.index"

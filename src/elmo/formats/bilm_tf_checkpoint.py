@@ -178,10 +178,13 @@ def _classify(bundle: TensorBundle) -> _Names:
 
 
 def _read_float(bundle: TensorBundle, name: str) -> np.ndarray:
+    return _checked_float(bundle, name, bundle.read(name))
+
+
+def _checked_float(bundle: TensorBundle, name: str, array: np.ndarray) -> np.ndarray:
     stored = bundle.stored_dtype(name)
     if stored not in _FLOAT_DTYPES:
         raise WeightFileError(f"{bundle.index_path}: variable '{name}' has dtype {stored}, expected a float dtype")
-    array = bundle.read(name)
     if array.dtype != np.float32:
         array = array.astype(np.float32)
     if not np.isfinite(array).all():
@@ -202,6 +205,13 @@ def _param_arrays(
         raise WeightFileError(
             f"{bundle.index_path}: variable '{tf_name}' has shape {shape}, {options} expects {want}"
         )
+    if entry.conversion == "lstm_kernel":  # (in + P, 4C): each half transposed as soon as it is read
+        input_dim = state[entry.params[0]].shape[1]
+        values = []
+        for half in bundle.read_row_blocks(tf_name, [0, input_dim]):
+            values.append(_checked_float(bundle, tf_name, half).T.copy())
+            del half  # freed before the next half is read
+        return dict(zip(entry.params, values))
     array = _read_float(bundle, tf_name)
     if rows is not None:
         array = array[:rows]

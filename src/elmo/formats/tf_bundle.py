@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -389,6 +390,42 @@ class TensorBundle:
         if entry.sliced:
             return self._read_sliced(name, entry)
         return self._read_entry(name, entry)
+
+    def read_row_blocks(self, name: str, starts: list[int]) -> Iterator[np.ndarray]:
+        """The tensor's rows in consecutive blocks, ``[starts[0], starts[1])``, ..., ``[starts[-1], rows)``, each
+        read only when the one before it has been taken: a caller that transposes each block as it comes holds one
+        block's raw bytes, not the whole tensor's. The CRC32C runs over the blocks in order and is checked before
+        the last one is given. Tensors stored otherwise (in slices, big-endian, bfloat16, strings) are read whole."""
+        entry = self.entry(name)
+        stored, numpy_dtype = self._dtype_info(name)
+        bounds = [*starts, entry.shape[0] if entry.shape else 0]
+        if entry.sliced or self.big_endian or stored in ("string", "bfloat16") or not entry.shape:
+            whole = self.read(name)
+            yield from (whole[a:b] for a, b in zip(bounds, bounds[1:]))
+            return
+        count = int(np.prod(entry.shape, dtype=np.int64))
+        if entry.size != count * np.dtype(numpy_dtype).itemsize:
+            self._read_entry(name, entry)  # raises its one line about the size
+        row_bytes = entry.size // entry.shape[0]
+        path = self.shard_path(entry.shard)
+        crc = 0
+        with open(path, "rb") as f:
+            for a, b in zip(bounds, bounds[1:]):
+                raw = np.empty((b - a) * row_bytes, dtype=np.uint8)
+                f.seek(entry.offset + a * row_bytes)
+                got = f.readinto(memoryview(raw)) if raw.size else 0
+                if got != raw.size:
+                    raise WeightFileError(
+                        f"{path}: tensor '{name}' needs bytes {entry.offset}..{entry.offset + entry.size}, but the "
+                        f"file ends at byte {entry.offset + a * row_bytes + got} (truncated shard)"
+                    )
+                crc = crc32c(raw, crc)
+                if b == bounds[-1] and crc != entry.crc32c:
+                    self._crc_mismatch(name, entry)
+                block = raw.view(numpy_dtype).reshape((b - a, *entry.shape[1:]))
+                del raw
+                yield block
+                del block  # before the next block is read: the caller's copy is all that stays
 
     def _read_sliced(self, name: str, entry: BundleEntry) -> np.ndarray:
         out = np.empty(entry.shape, dtype=self.dtype(name))
