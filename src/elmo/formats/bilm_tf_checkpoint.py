@@ -19,8 +19,9 @@ trained; only the file name is kept and looked up inside the directory. Without 
 step among the ``*.index`` files. ``checkpoint="model.ckpt-N"`` picks another.
 
 Only the variables the biLM needs are read, one at a time, and each goes into its module as soon as it is read
-(through :func:`~elmo.formats.checked_reads.load_checked_state`), so opening a checkpoint costs the biLM plus its
-largest variable, whatever the optimizer slots and the softmax weigh.
+(through :func:`~elmo.formats.checked_reads.load_checked_state`; the model is built on the meta device and the
+arrays become its parameters, an LSTM kernel read one half at a time), so opening a checkpoint costs the biLM plus
+half its largest variable, whatever the optimizer slots and the softmax weigh.
 """
 
 from __future__ import annotations
