@@ -7,17 +7,22 @@ TORCH  ?= torch==2.13.0
 
 .PHONY: install demo test test-faults clean
 
-$(VENV)/.installed: pyproject.toml
+# the core install (what `make demo` needs); the suite's extras on top (every integration's tool: the test extra)
+$(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "setuptools>=77"  # builds the wheel offline in tests/test_packaging.py
 	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.core
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
 install: $(VENV)/.installed
 
-demo: install
+demo: $(VENV)/.core
 	$(VENV)/bin/elmo demo --output-dir runs/demo
 
 test: install
