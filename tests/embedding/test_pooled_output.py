@@ -22,13 +22,6 @@ def layers():
     return list(embedder.embed_sentences([line.split() for line in LINES]))  # (L + 1, n, 2P) each
 
 
-@pytest.fixture
-def text(tmp_path):
-    path = tmp_path / "in.txt"
-    path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    return path
-
-
 def _embed(text, out, *flags):
     assert main(["embed", str(text), str(out), "--model", "demo", *flags]) == 0
     return h5py.File(out, "r")

@@ -20,8 +20,7 @@ log = logging.getLogger("elmo")
 def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.embedding.embed_progress import EmbedProgress
     from elmo.embedding.embedder import Embedder
-    from elmo.embedding.file_job import EmbedFileJob
-    from elmo.embedding.parts import check_paths
+    from elmo.embedding.file_job import EmbedFileJob, check_output
     from elmo.formats.alignment import read_alignment
     from elmo.runtime.distributed import join_for_barriers, shutdown
     from elmo.runtime.interrupts import stop_on_signals
@@ -29,7 +28,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     options = EmbedOptions(**settings_from_args(EmbedOptions, args))
     output = OutputOptions(**settings_from_args(OutputOptions, args))
     selection = VectorSelection(**settings_from_args(VectorSelection, args) | {"layer": _layer(args)})
-    check_paths(Path(args.input), Path(args.output), output.overwrite)  # before the model loads
+    check_output(Path(args.input), Path(args.output), output)  # before the model loads
     if args.align and getattr(args, "server", None):
         raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
     ranks = join_for_barriers()
@@ -107,11 +106,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def add_embed_commands(commands) -> None:
-    embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5")
+    embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5 (or Parquet shards)")
     embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line, a CoNLL-U file "
                        "(.conllu) or a FASTA file of sequences (.fa, .fasta, .faa: one token per residue, keyed by "
                        "record id); UTF-8; .gz is unpacked; - reads stdin")
-    embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work)")
+    embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work); "
+                       "with --format parquet, the directory of shards")
     vectors = embed.add_argument_group("what to keep (docs/embedding.md#sentence-vectors)")
     which = vectors.add_mutually_exclusive_group()
     which.add_argument("--all", dest="layer", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
@@ -126,7 +126,7 @@ def add_embed_commands(commands) -> None:
     add_flag(vectors, "mix_weights", setting_of(next(f for f in settings_of(VectorSelection)
                                                       if f.name == "mix_weights")), str)
     add_setting_flags(vectors, VectorSelection, ["mix_gamma", "dtype"])
-    add_setting_flags(vectors, OutputOptions, ["matrix"])
+    add_setting_flags(vectors, OutputOptions, ["matrix", "output_format"])
     embed.set_defaults(layer=None)  # none of the four: --pool decides (the average), else a usage error
     add_model_args(embed)
     embed.add_argument("--server", metavar="URL", help="send the batches to a running `elmo serve` at URL (its "

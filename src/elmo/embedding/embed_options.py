@@ -57,9 +57,16 @@ class EmbedOptions:
 class OutputOptions:
     """What :class:`~elmo.embedding.file_job.EmbedFileJob` writes (layouts: see ``elmo.embedding.file_job``)."""
 
+    output_format: str = setting(
+        "hdf5", "hdf5: one HDF5 file; parquet: OUTPUT is a directory of Parquet shards, one per --chunk-size lines, "
+        "plus _manifest.json (needs the parquet extra: pip install \"elmo-bilm[parquet]\")",
+        choices=("hdf5", "parquet"), flag="--format",
+    )
+    """Parquet: the layout of ``elmo.embedding.parquet_output``, for engines that read Parquet (Spark, DuckDB)."""
     use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
     forget_sentences: bool = setting(False, "do not write the sentence_to_index dataset")
-    overwrite: bool = setting(False, "replace an existing output file that is not HDF5 (never the input itself)")
+    overwrite: bool = setting(False, "replace an existing output file that is not HDF5 (never the input itself); "
+                              "--format parquet: write into a non-empty directory that holds no earlier output")
     """An existing HDF5 output is always replaced: a rerun is not a mistake, replacing a text file may be."""
     matrix: bool = setting(False, "with --pool: one (n_lines, dim) dataset 'embeddings' (row i = line i; its keys "
                            "in 'keys') instead of one dataset per line: the fast layout to load whole")

@@ -19,6 +19,9 @@ How a file is processed: lines are read lazily in chunks of ``chunk_size``; each
 :func:`~elmo.embedding.contract.embed_unordered` and written as a part file (``elmo.embedding.parts``), which makes
 ``resume`` and ``torchrun`` ranks possible; the parts are merged into the output at the end, atomically. The job
 takes any :class:`~elmo.embedding.contract.SentenceEmbedder`: a model here or a service.
+
+With ``output_format="parquet"`` (``--format parquet``) each chunk becomes a Parquet shard of an output directory
+instead, listed in its manifest as it is finished (``elmo.embedding.parquet_output``; one process, no merge).
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
+import numpy as np
+
 from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size, embed_unordered
 from elmo.embedding.embed_options import OutputOptions
+from elmo.embedding.parquet_output import ParquetShards, check_shard_directory
 from elmo.embedding.parts import Parts, check_paths, complete_output, sentence_key_problem
 from elmo.embedding.selection import SELECTION_FIELDS, VectorSelection
 from elmo.errors import ElmoError, InputFileError, UsageError
@@ -43,7 +51,8 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class EmbedFileJob:
-    """Embed every sentence of a file with ``embedder`` into one HDF5 file, as ``output`` says.
+    """Embed every sentence of a file with ``embedder`` into one HDF5 file (or a directory of Parquet shards), as
+    ``output`` says.
 
     ``resume``: continue an interrupted run of the same job: only missing chunks are computed. ``ranks``: this
     process's share of a ``torchrun`` job (default: the only process).
@@ -70,21 +79,32 @@ class EmbedFileJob:
             raise UsageError("--matrix stores one vector per line: it needs --pool (mean, max or first-last)")
         self.selection.check_model(self.embedder.num_layers)
         input_path, output_path = Path(input_path), Path(output_path)
-        check_paths(input_path, output_path, output.overwrite)
+        parquet = output.output_format == "parquet"
+        if parquet and output.matrix:
+            raise UsageError("--matrix is a layout of HDF5 output: --format parquet already stores one row per line")
+        if parquet and ranks.world_size > 1:
+            raise ElmoError("--format parquet is written by one process: run it without torchrun")
+        check_output(input_path, output_path, output)
         if is_stream(input_path) and (self.resume or ranks.world_size > 1):
             raise ElmoError(f"{display_name(input_path)} is read once, as it comes: --resume and torchrun need an "
                             "input file they can read again")
         manifest = self._manifest(input_path)
         self.was_complete = False
-        if self.resume and (count := complete_output(output_path, manifest)) is not None:
+        if parquet:
+            store: Parts | ParquetShards = self._shards(output_path, manifest)
+            count = store.prepare(self.resume)
+        else:
+            count = complete_output(output_path, manifest) if self.resume else None
+        if count is not None:
             log.info("%s is complete: nothing to resume", output_path)
             self.was_complete = True
             return count
-        parts = Parts(output_path, manifest)
-        if ranks.is_main:
-            parts.prepare(self.resume)
+        if not parquet:
+            store = Parts(output_path, manifest)
+            if ranks.is_main:
+                store.prepare(self.resume)
         ranks.barrier()
-        if getattr(progress, "wants_total", False) and (total := self._to_embed(input_path, parts)) is not None:
+        if getattr(progress, "wants_total", False) and (total := self._to_embed(input_path, store)) is not None:
             progress.set_total(total)  # type: ignore[union-attr]
         seen_keys: dict[str, int] = {}  # sentence -> its line number
         n_lines = n_chunks = 0
@@ -93,25 +113,35 @@ class EmbedFileJob:
         try:
             while chunk := list(islice(lines, chunk_size(options))):
                 keys = [self._key(line, seen_keys, input_path) for line in chunk]
-                if ranks.owns(n_chunks) and not parts.done(n_chunks):
-                    with parts.writing(n_chunks, keys, [" ".join(line.tokens) for line in chunk]) as part:
+                if ranks.owns(n_chunks) and not store.done(n_chunks):
+                    with _writing(store, n_chunks, chunk, keys) as add:
                         for i, layers in embed_unordered(self.embedder, [line.tokens for line in chunk], progress):
-                            data = self.selection.apply(layers)
-                            part.create_dataset(keys[i], data=data)
+                            add(i, self.selection.apply(layers))
                 n_lines += len(chunk)
                 n_chunks += 1
         except InputFileError:
             if ranks.is_main:
-                parts.discard()  # the input must change, so these parts could never be resumed
+                store.discard()  # the input must change, so these parts could never be resumed
             raise
         ranks.barrier()
         if ranks.is_main:
             if n_lines == 0:
                 log.warning("%s is empty: %s holds no sentences", display_name(input_path), output_path)
-            parts.merge(n_chunks, output.forget_sentences, self.embedder.provenance(), output.matrix)
+            if isinstance(store, ParquetShards):
+                store.finish(n_chunks, n_lines)
+            else:
+                store.merge(n_chunks, output.forget_sentences, self.embedder.provenance(), output.matrix)
         return n_lines
 
-    def _to_embed(self, input_path: Path, parts: Parts) -> int | None:
+    def _shards(self, directory: Path, manifest: dict) -> ParquetShards:
+        """The shard directory of ``--format parquet``; its settings name the format (the HDF5 parts' does not
+        apply)."""
+        settings = {k: v for k, v in manifest.items() if k != "parts_format"} | {"output_format": "parquet"}
+        return ParquetShards(directory, settings, self.embedder.provenance(), pooled=self.selection.pooled,
+                             all_layers=self.selection.layer == "all", dim=self.embedder.output_dim,
+                             dtype=self.selection.dtype)
+
+    def _to_embed(self, input_path: Path, parts: Parts | ParquetShards) -> int | None:
         """The sentences this rank will embed (its chunks not done yet), counted up front; None for a stream."""
         n = count_sentences(input_path, self.output.input_format)
         if n is None:
@@ -155,6 +185,27 @@ class EmbedFileJob:
         return key
 
 
+def check_output(input_path: Path, output_path: Path, output: OutputOptions) -> None:
+    """Refuse unusable input and output paths before any work (the CLI calls this before the model loads): an HDF5
+    file, or with ``--format parquet`` a directory of shards."""
+    if output.output_format == "parquet":
+        check_shard_directory(input_path, output_path, output.overwrite)
+    else:
+        check_paths(input_path, output_path, output.overwrite)
+
+
+@contextmanager
+def _writing(store: Parts | ParquetShards, chunk: int, lines: list[Line], keys: list[str]
+             ) -> Iterator[Callable[[int, np.ndarray], None]]:
+    """``add(i, vectors)`` for line ``i`` of a chunk, into its HDF5 part or its Parquet shard."""
+    if isinstance(store, ParquetShards):
+        with store.writing(chunk, [line.index for line in lines], keys) as add:
+            yield add
+    else:
+        with store.writing(chunk, keys, [" ".join(line.tokens) for line in lines]) as part:
+            yield lambda i, data: part.create_dataset(keys[i], data=data)
+
+
 def _input_settings(input_path: Path, output: OutputOptions) -> dict:
     """The manifest's entries for how the input is read, where they differ from the defaults of plain text (so a
     text job's manifest is the same whether its format was given or found from the name)."""
@@ -169,7 +220,8 @@ def embed_file(
 ) -> int:
     """:class:`EmbedFileJob` in one call: ``output`` holds :class:`OutputOptions` and
     :class:`~elmo.embedding.selection.VectorSelection` fields (``embed_file(embedder, "in.txt", "out.hdf5",
-    layer="top")``, ``pool="mean"``); returns the number of sentences."""
+    layer="top")``, ``pool="mean"``; ``output_format="parquet"``: ``output_path`` is a directory of shards);
+    returns the number of sentences."""
     chosen = {k: output.pop(k) for k in list(output) if k in SELECTION_FIELDS}
     job = EmbedFileJob(embedder, OutputOptions(**output), resume, ranks or DistInfo(),  # type: ignore[arg-type]
                        VectorSelection(**chosen))  # type: ignore[arg-type]

@@ -5,6 +5,8 @@ and the commands that need no extra never load one, and a missing one is a singl
     train  tensorboard, matplotlib   TensorBoard scalars and the training curve (skipped without it)
     tasks  seqeval, gensim           task models: span F1, the word2vec/fastText baselines
     serve  starlette, uvicorn        ``elmo serve``
+    parquet  pyarrow                 ``elmo embed --format parquet``
+    flair, spacy, ray, spark         each integration's tool (docs/integrations.md)
 """
 
 from __future__ import annotations
