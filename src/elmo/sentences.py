@@ -9,6 +9,8 @@ Three input formats:
   nodes skipped). A sentence's key is its 0-based position among the file's sentences (the ``# sent_id`` comment
   is not used: not every file has one, and an HDF5 name cannot hold every string it may hold, e.g. ``/``).
 - ``fasta``: one record per sentence, one token per residue (``elmo.fasta``); a sentence's key is its record id.
+- ``jsonl`` and ``parquet``: one record per sentence, its ``text_field`` (``elmo.records``); keyed by its
+  ``id_field`` when one is named, else by its position among the records.
 
 ``auto`` picks the format from the file name (:func:`resolve_input_format`). ``tokens="chars"`` makes a text line
 one token per character that is not whitespace (residues written one sequence per line).
@@ -27,10 +29,11 @@ from dataclasses import dataclass
 from elmo.conllu import read_conllu
 from elmo.errors import ConfigError
 from elmo.fasta import is_fasta_name, read_fasta
+from elmo.records import count_records, read_jsonl, read_parquet_records, record_format_of
 from elmo.runtime.text_files import is_stream, raw_lines, read_text_lines
 
 ENCODING_ERRORS = ("strict", "replace")
-INPUT_FORMATS = ("text", "conllu", "fasta")
+INPUT_FORMATS = ("text", "conllu", "fasta", "jsonl", "parquet")
 AUTO = "auto"
 TOKENS = ("words", "chars")
 
@@ -53,11 +56,14 @@ class Line:
 
 def resolve_input_format(path: str | os.PathLike, input_format: str = AUTO) -> str:
     """``input_format``, or for ``auto`` the one the file name says: ``.fa``/``.fasta``/``.faa`` -> fasta,
-    ``.conllu`` -> conllu (``.gz`` after either too), anything else (stdin included) -> text."""
+    ``.conllu`` -> conllu, ``.jsonl``/``.ndjson`` -> jsonl (``.gz`` after any of them too), ``.parquet`` -> parquet,
+    anything else (stdin included) -> text."""
     if input_format != AUTO:
         return input_format
     if is_fasta_name(path):
         return "fasta"
+    if records := record_format_of(path):
+        return records
     if str(path).lower().removesuffix(".gz").endswith(".conllu"):
         return "conllu"
     return "text"
@@ -65,7 +71,8 @@ def resolve_input_format(path: str | os.PathLike, input_format: str = AUTO) -> s
 
 def read_sentences(
     path: str | os.PathLike, input_format: str = "text", errors: str = "strict", what: str = "file",
-    advice: str = "", skip_blank: bool = False, tokens: str = "words",
+    advice: str = "", skip_blank: bool = False, tokens: str = "words", text_field: str = "text",
+    id_field: str | None = None,
 ) -> Iterator[Line]:
     """Yield the sentences of ``path`` in ``input_format`` ("text", "conllu", "fasta" or "auto"), lazily, keyed as
     the module says.
@@ -76,8 +83,9 @@ def read_sentences(
         what, advice: of a text file, the noun of its "no such ..." error and what its not-UTF-8 error advises
             (a CoNLL-U file's errors have their own: :func:`elmo.conllu.read_conllu`).
         skip_blank: leave out sentences without tokens (training's corpora and held-out files).
-        tokens: "words" (whitespace-separated) or "chars" (every character that is not whitespace) of a text line;
-            a FASTA record is always one token per residue, and CoNLL-U's tokens are its words.
+        tokens: "words" (whitespace-separated) or "chars" (every character that is not whitespace) of a text line
+            or a record's text; a FASTA record is always one token per residue, and CoNLL-U's tokens are its words.
+        text_field, id_field: of a JSONL or Parquet file, the field holding the sentence and the one keying it.
     """
     input_format = resolve_input_format(path, input_format)
     if input_format not in INPUT_FORMATS:
@@ -89,10 +97,14 @@ def read_sentences(
     if tokens == "chars" and input_format == "conllu":
         raise ConfigError("--tokens chars splits the lines of a text file; a CoNLL-U file's tokens are its words: "
                           "drop --tokens chars")
+    split = str.split if tokens == "words" else _characters
     if input_format == "text":
-        split = str.split if tokens == "words" else _characters
         lines = (Line(number - 1, split(text), number)
                  for number, text in read_text_lines(path, errors, what, advice=advice))
+    elif input_format in ("jsonl", "parquet"):
+        records = (read_jsonl(path, text_field, id_field, errors, split) if input_format == "jsonl"
+                   else read_parquet_records(path, text_field, id_field, split))
+        lines = (Line(record.index, record.tokens, record.line, record.key) for record in records)
     elif input_format == "fasta":
         lines = (Line(record.index, record.residues, record.line, record.id)
                  for record in read_fasta(path, errors, advice or "fix the file or pass --errors replace"))
@@ -115,6 +127,8 @@ def count_sentences(path: str | os.PathLike, input_format: str = "text") -> int 
         return None
     input_format = resolve_input_format(path, input_format)
     try:
+        if input_format in ("jsonl", "parquet"):
+            return count_records(path, input_format)
         with raw_lines(path) as lines:
             if input_format == "text":
                 return sum(1 for _ in lines)

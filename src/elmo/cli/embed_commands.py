@@ -108,8 +108,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def add_embed_commands(commands) -> None:
     embed = commands.add_parser("embed", help="embed a file of tokenised sentences into HDF5 (or Parquet shards)")
     embed.add_argument("input", help="text file, one whitespace-tokenised sentence per line, a CoNLL-U file "
-                       "(.conllu) or a FASTA file of sequences (.fa, .fasta, .faa: one token per residue, keyed by "
-                       "record id); UTF-8; .gz is unpacked; - reads stdin")
+                       "(.conllu), a FASTA file of sequences (.fa, .fasta, .faa: one token per residue, keyed by "
+                       "record id), or records (.jsonl, .parquet: --text-field, --id-field); UTF-8; .gz is "
+                       "unpacked; - reads stdin")
     embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work); "
                        "with --format parquet, the directory of shards")
     vectors = embed.add_argument_group("what to keep (docs/embedding.md#sentence-vectors)")
@@ -135,7 +136,7 @@ def add_embed_commands(commands) -> None:
                        "(<lang>_best_mapping.pth, fitted on layer 1): every output vector x becomes x @ W.T")
     add_setting_flags(embed, EmbedOptions, ["batch_size", "initial_state"])
     add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "overwrite",
-                                             "tokens"])
+                                             "tokens", "text_field", "id_field"])
     add_flag(embed, "device", DEVICE)
     speed = embed.add_argument_group("speed and scale")
     add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache"])

@@ -76,11 +76,19 @@ class OutputOptions:
     )
 
     input_format: str = setting(
-        AUTO, "auto: from the file name (.fa/.fasta/.faa: fasta, .conllu: conllu, .gz after them too; "
-        "else text); text: one whitespace-tokenised sentence per line; conllu: the FORM column of each CoNLL-U "
-        "sentence's words (multiword tokens and empty nodes skipped; keys: sentence numbers 0, 1, ...); fasta: one "
-        "token per residue of each record (keys: the record ids)", choices=INPUT_FORMATS + (AUTO,),
+        AUTO, "auto: from the file name (.fa/.fasta/.faa: fasta, .conllu: conllu, .jsonl/.ndjson: jsonl, .gz after "
+        "them too; .parquet: parquet; else text); text: one whitespace-tokenised sentence per line; conllu: the "
+        "FORM column of each CoNLL-U sentence's words (multiword tokens and empty nodes skipped; keys: sentence "
+        "numbers 0, 1, ...); fasta: one token per residue of each record (keys: the record ids); jsonl, parquet: "
+        "one sentence per record, from --text-field (keys: --id-field, else record numbers 0, 1, ...)",
+        choices=INPUT_FORMATS + (AUTO,),
     )
+    text_field: str = setting(
+        "text", "of JSONL or Parquet input: the field (column) holding each record's sentence, whitespace-tokenised "
+        "text or a list of tokens")
+    id_field: str | None = setting(
+        None, "of JSONL or Parquet input: the field (column) whose value keys each record's vectors and is kept "
+        "as the key column of Parquet output (default: none, records are keyed 0, 1, ...); ids must be unique")
 
     tokens: str = setting(
         "words", "tokens of a text line: words (split on whitespace) or chars (one per character that is not "

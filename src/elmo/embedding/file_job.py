@@ -109,7 +109,8 @@ class EmbedFileJob:
         seen_keys: dict[str, int] = {}  # sentence -> its line number
         n_lines = n_chunks = 0
         lines = read_sentences(input_path, output.input_format, output.errors, what="input file",
-                               advice="fix the file or pass --errors replace", tokens=output.tokens)
+                               advice="fix the file or pass --errors replace", tokens=output.tokens,
+                               text_field=output.text_field, id_field=output.id_field)
         try:
             while chunk := list(islice(lines, chunk_size(options))):
                 keys = [self._key(line, seen_keys, input_path) for line in chunk]
@@ -210,8 +211,10 @@ def _input_settings(input_path: Path, output: OutputOptions) -> dict:
     """The manifest's entries for how the input is read, where they differ from the defaults of plain text (so a
     text job's manifest is the same whether its format was given or found from the name)."""
     input_format = resolve_input_format(input_path, output.input_format)
+    fields = {"text_field": output.text_field, "id_field": output.id_field} if input_format in ("jsonl", "parquet") \
+        else {}
     return ({} if input_format == "text" else {"input_format": input_format}) | (
-        {} if output.tokens == "words" else {"tokens": output.tokens})
+        {} if output.tokens == "words" else {"tokens": output.tokens}) | fields
 
 
 def embed_file(
