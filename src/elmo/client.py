@@ -71,15 +71,16 @@ class ElmoClient:
               dtype: str = "float32", **selection: object) -> list[np.ndarray]:
         """One array per sentence (a token list, or a string split on whitespace), shaped as ``elmo embed``
         stores it: ``all`` (L + 1, n, 2P), ``top`` or ``average`` (n, 2P); ``selection`` adds the request's other
-        fields (``pool="mean"``, ``layer=2``, ``mix_weights=[...]``, ``mix_gamma``: docs/serving.md), e.g. one
-        (2P,) vector per sentence with ``pool="mean", output="average"``."""
+        fields (``pool="mean"``, ``layer=2`` in place of ``output``, ``mix_weights=[...]``, ``mix_gamma``:
+        docs/serving.md), e.g. one (2P,) vector per sentence with ``pool="mean", output="average"``."""
         if isinstance(sentences, str):
             raise TypeError(f"ElmoClient.embed: got the str {sentences[:40]!r} where a list of sentences is "
                             "expected; pass [text]")
         sentences = [s if isinstance(s, str) else list(s) for s in sentences]
+        which = {} if "layer" in selection else {"output": output}  # layer=...: the newer name of output
         arrays: list[np.ndarray] = []
         for start in range(0, len(sentences), self.max_sentences):
-            body = json.dumps({"sentences": sentences[start: start + self.max_sentences], "output": output,
+            body = json.dumps({"sentences": sentences[start: start + self.max_sentences], **which,
                                "dtype": dtype, **selection}).encode()
             arrays += decode_npy(self._request("POST", "/v1/embed", body, accept=NPY))
         return arrays

@@ -26,6 +26,14 @@ def test_client_embeds_token_lists_and_strings(service, reference, output):
     assert_close(client.embed(sentences, output=output), expected(reference, sentences, output))
 
 
+def test_client_takes_a_layer_index_and_pooling(service, reference):
+    client = ElmoClient(service.url, api_key=API_KEY)
+    got = client.embed(SENTENCES, layer=1, pool="mean")  # `layer` replaces `output`: the request sends one of them
+    want = [layers[1].mean(axis=0) if layers.shape[1] else np.zeros(layers.shape[-1], np.float32)  # empty: zeros
+            for layers in expected(reference, SENTENCES)]
+    assert_close(got, want)
+
+
 def test_client_reads_the_api_key_from_the_environment(service, reference, monkeypatch):
     monkeypatch.setenv("ELMO_API_KEY", API_KEY)
     client = ElmoClient(service.url + "/")
