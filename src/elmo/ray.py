@@ -10,7 +10,6 @@ Ray is imported when a predictor is made (in the actor, where it reads the actor
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,7 +27,7 @@ from elmo.errors import ConfigError, InputFileError
 from elmo.formats.model_files import load_bilm
 from elmo.formats.published import model_reference, resolve_model
 from elmo.runtime.extras import require
-from elmo.settings import SettingError, check_settings, setting
+from elmo.settings import SettingError, check_settings, setting, split_settings
 
 OUTPUT_COLUMN = "embedding"
 
@@ -114,18 +113,6 @@ class ElmoPredictor:
         wanted = " or ".join(repr(c) for c in (self.columns.tokens_column, self.columns.text_column) if c)
         raise InputFileError(f"ElmoPredictor: the batch has no column {wanted} (its columns: "
                              f"{', '.join(map(str, names))}); pass text_column= or tokens_column=")
-
-
-def split_settings(settings: Mapping[str, Any], classes: Sequence[type], where: str) -> list[dict[str, Any]]:
-    """Keyword arguments -> one dict per settings dataclass of ``classes`` (by field name); an unknown name is one
-    line listing the known ones."""
-    parts: list[dict[str, Any]] = [{} for _ in classes]
-    owner = {f.name: i for i, cls in reversed(list(enumerate(classes))) for f in dataclasses.fields(cls)}
-    for name, value in settings.items():
-        if name not in owner:
-            raise ConfigError(f"{where}: unknown setting {name!r} (known: model, device, {', '.join(sorted(owner))})")
-        parts[owner[name]][name] = value
-    return parts
 
 
 def _tokens_of(row: Any, column: str, index: int) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,3 +172,16 @@ def check_keys(data: Any, allowed: Collection[str], source: str, prefix: str = "
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise ConfigError(f"{source}: unknown key '{prefix}{unknown[0]}' (known: {', '.join(sorted(allowed))})")
+
+
+def split_settings(settings: Mapping[str, Any], classes: Sequence[type], where: str) -> list[dict[str, Any]]:
+    """Keyword arguments -> one dict per settings dataclass of ``classes`` (by field name); an unknown name is one
+    line listing the known ones. For an API that takes the fields of several settings classes as keywords
+    (``ElmoPredictor``, ``elmo_udf``)."""
+    parts: list[dict[str, Any]] = [{} for _ in classes]
+    owner = {f.name: i for i, cls in reversed(list(enumerate(classes))) for f in dataclasses.fields(cls)}
+    for name, value in settings.items():
+        if name not in owner:
+            raise ConfigError(f"{where}: unknown setting {name!r} (known: model, device, {', '.join(sorted(owner))})")
+        parts[owner[name]][name] = value
+    return parts

@@ -23,8 +23,8 @@ from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, InputFileError
 from elmo.formats.model_files import read_model_config
 from elmo.formats.published import is_model_name, model_reference, resolve_model, shipped_models
-from elmo.ray import split_settings
 from elmo.runtime.extras import require
+from elmo.settings import split_settings
 
 OUTPUT_FIELD = "vectors"
 """The struct field that carries nested outputs through ``predict_batch_udf`` (see :func:`elmo_udf`)."""
