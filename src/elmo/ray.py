@@ -77,7 +77,7 @@ class ElmoPredictor:
         if options.stateful:
             raise ConfigError("ElmoPredictor: initial_state carry needs the sentences in file order, which a "
                               "distributed dataset does not keep; use zero or warm")
-        _threads_from_ray_allotment(require("ray", "ray", "elmo.ray.ElmoPredictor"))
+        threads_from_ray_allotment(require("ray", "ray", "elmo.ray.ElmoPredictor"))
         self.embedder = Embedder(load_bilm(resolve_model(model)), options, device=device,
                                  model_name=model_reference(model))
         self.selection.check_model(self.embedder.num_layers)
@@ -134,7 +134,7 @@ def _clip(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _threads_from_ray_allotment(ray: Any) -> None:
+def threads_from_ray_allotment(ray: Any) -> None:
     """In a Ray worker, one torch thread per CPU it holds (at least one): Ray starts one process per actor, and
     several actors on a node must not each take all its cores. The driver (no CPU allotment) keeps its policy."""
     context = ray.get_runtime_context() if ray.is_initialized() else None

@@ -14,7 +14,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from elmo.cli import main  # noqa: E402
-from elmo.embedding import file_job  # noqa: E402
+from elmo.embedding import chunks  # noqa: E402
 from elmo.embedding.embedder import Embedder  # noqa: E402
 from elmo.embedding.file_job import embed_file  # noqa: E402
 from elmo.embedding.parquet_output import MANIFEST  # noqa: E402
@@ -100,7 +100,7 @@ def test_python_api_writes_the_same_shards(text, tmp_path):
 
 def test_a_run_killed_after_its_first_shard_resumes_to_the_same_output(text, tmp_path, monkeypatch, capsys):
     assert _embed(text, tmp_path / "whole", "--format", "parquet", "--top") == 0
-    real, calls = file_job.embed_unordered, []
+    real, calls = chunks.embed_unordered, []
 
     def dies_on_the_second_chunk(embedder, sentences, progress=None):
         calls.append(len(sentences))
@@ -108,14 +108,14 @@ def test_a_run_killed_after_its_first_shard_resumes_to_the_same_output(text, tmp
             raise KeyboardInterrupt  # as a kill would, between two shards
         return real(embedder, sentences, progress)
 
-    monkeypatch.setattr(file_job, "embed_unordered", dies_on_the_second_chunk)
+    monkeypatch.setattr(chunks, "embed_unordered", dies_on_the_second_chunk)
     assert _embed(text, tmp_path / "out", "--format", "parquet", "--top") == 130  # "elmo: interrupted"
     manifest = _manifest(tmp_path / "out")
     assert manifest["complete"] is False and [s["file"] for s in manifest["shards"]] == ["part-00000.parquet"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [MANIFEST, "part-00000.parquet"]  # no temp file
 
     calls.clear()
-    monkeypatch.setattr(file_job, "embed_unordered", lambda e, s, p=None: calls.append(len(s)) or real(e, s, p))
+    monkeypatch.setattr(chunks, "embed_unordered", lambda e, s, p=None: calls.append(len(s)) or real(e, s, p))
     assert _embed(text, tmp_path / "out", "--format", "parquet", "--top", "--resume") == 0
     assert calls == [2, 2]  # only the two missing chunks
     whole, resumed = _rows(tmp_path / "whole"), _rows(tmp_path / "out")
@@ -138,8 +138,8 @@ def test_resume_redoes_damaged_and_unlisted_shards(text, tmp_path, monkeypatch):
     (out / "part-00002.parquet").unlink()
     (out / "part-00007.parquet").write_bytes(b"from a run the manifest never listed")
     (out / ".part-00003.parquet.x.tmp").write_bytes(b"a temp file left by a kill")
-    real, calls = file_job.embed_unordered, []
-    monkeypatch.setattr(file_job, "embed_unordered", lambda e, s, p=None: calls.append(len(s)) or real(e, s, p))
+    real, calls = chunks.embed_unordered, []
+    monkeypatch.setattr(chunks, "embed_unordered", lambda e, s, p=None: calls.append(len(s)) or real(e, s, p))
 
     assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--resume") == 0
     assert calls == [2, 2]  # chunks 1 and 2 again, not chunk 0
@@ -158,7 +158,7 @@ def test_resume_redoes_damaged_and_unlisted_shards(text, tmp_path, monkeypatch):
 ])
 def test_resume_refuses_a_changed_setting_in_one_line(text, tmp_path, monkeypatch, capsys, change, message):
     out = tmp_path / "out"
-    monkeypatch.setattr(file_job, "embed_unordered", _dies_on_the_second_chunk(file_job.embed_unordered))
+    monkeypatch.setattr(chunks, "embed_unordered", _dies_on_the_second_chunk(chunks.embed_unordered))
     assert _embed(text, out, "--format", "parquet", "--pool", "mean") == 130
     capsys.readouterr()
     before = sorted(p.name for p in out.iterdir())

@@ -1,4 +1,4 @@
-"""What the engine tests share: real sentences and the local Embedder their vectors must equal."""
+"""What the engine tests share: real sentences, the local Embedder their vectors must equal, and a Ray instance."""
 
 from __future__ import annotations
 
@@ -22,3 +22,19 @@ def lines() -> list[str]:
 @pytest.fixture(scope="module")
 def reference() -> Embedder:
     return Embedder(load_bilm(resolve_model("demo")), precision="fp32", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One Ray instance for a module: 2 CPUs, on loopback (as `elmo embed --engine ray` starts its own)."""
+    import ray
+
+    from elmo.ray_engine import loopback_only
+
+    with loopback_only(ray):
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="error")
+    try:
+        assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+        yield ray
+    finally:
+        ray.shutdown()

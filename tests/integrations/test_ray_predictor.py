@@ -4,7 +4,6 @@ from its CPU allotment. The pipeline is the one docs/integrations.md shows."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -12,29 +11,6 @@ import pytest
 
 from elmo.errors import ConfigError, InputFileError, MissingExtraError
 from elmo.ray import ElmoPredictor
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    """One Ray instance for the module, on loopback: Ray >= 2.x takes the machine's routable address even for
-    ``_node_ip_address="127.0.0.1"``; with its cluster mode off it binds 127.0.0.1 (as on macOS and Windows)."""
-    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by the processes ray.init starts
-    import ray
-    import ray._private.ray_constants as constants
-
-    cluster, constants.ENABLE_RAY_CLUSTER = constants.ENABLE_RAY_CLUSTER, False  # read in this process, at import
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    try:
-        assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
-        yield ray
-    finally:
-        ray.shutdown()
-        constants.ENABLE_RAY_CLUSTER = cluster
-        if saved is None:
-            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-        else:
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
 
 
 def test_pooled_vectors_equal_the_embedders_and_every_row_comes_back_once(ray_local, lines, reference) -> None:
@@ -80,10 +56,10 @@ def test_an_actor_takes_one_torch_thread_per_cpu_it_holds(ray_local) -> None:
         import ray as worker_ray
         import torch
 
-        from elmo.ray import _threads_from_ray_allotment
+        from elmo.ray import threads_from_ray_allotment
 
         torch.set_num_threads(4)  # whatever the process had before
-        _threads_from_ray_allotment(worker_ray)
+        threads_from_ray_allotment(worker_ray)
         return torch.get_num_threads()
 
     assert ray.get(threads_in_worker.options(num_cpus=1).remote()) == 1

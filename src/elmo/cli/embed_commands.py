@@ -6,9 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from elmo.cli.model_args import add_model_args, load_model, model_name
+from elmo.cli.model_args import add_model_args, check_model_args, load_model, model_name
 from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args, show_progress
-from elmo.embedding.embed_options import EmbedOptions, OutputOptions
+from elmo.embedding.embed_options import EmbedOptions, EngineOptions, OutputOptions
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, UsageError
 from elmo.settings import setting_of, settings_of
@@ -27,10 +27,13 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     options = EmbedOptions(**settings_from_args(EmbedOptions, args))
     output = OutputOptions(**settings_from_args(OutputOptions, args))
+    engine = EngineOptions(**settings_from_args(EngineOptions, args))
     selection = VectorSelection(**settings_from_args(VectorSelection, args) | {"layer": _layer(args)})
     check_output(Path(args.input), Path(args.output), output)  # before the model loads
     if args.align and getattr(args, "server", None):
         raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
+    if engine.engine == "ray":
+        return _embed_on_ray(args, options, output, selection, engine)
     ranks = join_for_barriers()
     try:
         if args.server:  # the vectors come from a running `elmo serve`
@@ -49,6 +52,37 @@ def cmd_embed(args: argparse.Namespace) -> int:
         shutdown()
     if ranks.is_main and not job.was_complete:
         log.info("embedded %d sentences into %s", count, args.output)
+    return 0
+
+
+def _embed_on_ray(args: argparse.Namespace, options: EmbedOptions, output: OutputOptions,
+                  selection: VectorSelection, engine: EngineOptions) -> int:
+    """``--engine ray``: the same job, its chunks embedded by Ray workers (``elmo.ray_engine``)."""
+    from elmo.embedding.embed_progress import EmbedProgress
+    from elmo.embedding.file_job import EmbedFileJob
+    from elmo.ray_engine import RayWorkers, WorkerModel
+    from elmo.runtime.distributed import DistInfo
+    from elmo.runtime.interrupts import stop_on_signals
+
+    if args.server:
+        raise ConfigError("--server sends the batches to a running `elmo serve`; --engine ray runs the model on Ray "
+                          "workers: give one of them")
+    if DistInfo.from_environment().world_size > 1:
+        raise ConfigError("--engine ray spreads the chunks over Ray workers itself: run it without torchrun")
+    check_model_args(args)
+
+    def absolute(path: str | None) -> str | None:  # what the workers open, from their own working directory
+        return str(Path(path).absolute()) if path is not None and Path(path).expanduser().exists() else path
+
+    spec = WorkerModel(options, model=absolute(args.model) or "demo", checkpoint=args.checkpoint,
+                       options_file=absolute(args.options_file), weight_file=absolute(args.weight_file),
+                       device=args.device, align=absolute(args.align), model_name=model_name(args))
+    with RayWorkers(spec, engine) as workers:
+        job = EmbedFileJob(workers, output, resume=args.resume, selection=selection, engine=workers)
+        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), DistInfo(), stop) as bar:
+            count = job.run(args.input, args.output, progress=bar)
+        if not job.was_complete:
+            log.info("embedded %d sentences into %s on %d Ray workers", count, args.output, len(workers.actors))
     return 0
 
 
@@ -140,6 +174,7 @@ def add_embed_commands(commands) -> None:
     add_flag(embed, "device", DEVICE)
     speed = embed.add_argument_group("speed and scale")
     add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache"])
+    add_setting_flags(speed, EngineOptions)
     speed.add_argument("--resume", action="store_true",
                        help="continue an interrupted run of the same command, computing only what is missing")
     add_setting_flags(speed, OutputOptions, ["errors"])

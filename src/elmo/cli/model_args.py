@@ -45,21 +45,26 @@ def model_name(args: argparse.Namespace) -> str:
     return "demo"
 
 
-def load_model(args: argparse.Namespace):
-    """The biLM the model flags name."""
-    from elmo.formats.model_files import load_bilm
-    from elmo.formats.published import demo_model_dir, resolve_model
-
+def check_model_args(args: argparse.Namespace) -> None:
+    """The model flags go together as they must (before any model loads)."""
     if args.model and (args.options_file or args.weight_file):
         raise ElmoError("give either --model or --options-file/--weight-file, not both")
     if getattr(args, "checkpoint", None) and not args.model:
         raise ElmoError("--checkpoint picks a checkpoint of a bilm-tf training directory: give that directory as "
                         "--model")
+    if (args.options_file or args.weight_file) and not (args.options_file and args.weight_file):
+        raise ElmoError("--options-file and --weight-file go together")
+
+
+def load_model(args: argparse.Namespace):
+    """The biLM the model flags name."""
+    from elmo.formats.model_files import load_bilm
+    from elmo.formats.published import demo_model_dir, resolve_model
+
+    check_model_args(args)
     if args.model:
         return load_bilm(resolve_model(args.model), checkpoint=getattr(args, "checkpoint", None))
-    if args.options_file or args.weight_file:
-        if not (args.options_file and args.weight_file):
-            raise ElmoError("--options-file and --weight-file go together")
+    if args.options_file:
         return load_bilm(options_file=args.options_file, weight_file=args.weight_file)
     log.info("no model given: using the small demo biLM shipped with the package (see --model)")
     return load_bilm(demo_model_dir())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elmo.errors import UsageError
 from elmo.precision import Precision
 from elmo.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 from elmo.settings import at_least, check_settings, setting
@@ -99,3 +100,34 @@ class OutputOptions:
 
     def __post_init__(self) -> None:
         check_settings(self)
+
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Where ``elmo embed`` runs the model: here, or on Ray actors (``elmo.ray_engine``, docs/scale-out.md). Not
+    part of what an output records: the same settings give the same files on either engine, and a run started on
+    one resumes on the other."""
+
+    engine: str = setting(
+        "local", "local: this process embeds the chunks one after another; ray: a pool of Ray actors (--workers), "
+        "each with its own model, embeds them and writes their files (pip install \"elmo-bilm[ray]\")",
+        choices=ENGINES,
+    )
+    address: str | None = setting(
+        None, "--engine ray: the Ray cluster to join (auto: the one `ray start` runs on this machine; HOST:PORT: "
+        "its head node's GCS address); default: a Ray instance on this machine, on loopback, for this run only",
+        metavar="auto|HOST:PORT",
+    )
+    workers: int | None = setting(
+        None, "--engine ray: actors, each with its own copy of the model and an equal share of the cluster's CPUs "
+        "(default: one per CPU, one per GPU with --device cuda)", check=at_least(1), metavar="N",
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.engine == "local" and (self.address is not None or self.workers is not None):
+            raise UsageError(f"{'--address' if self.address is not None else '--workers'} is a setting of "
+                             "--engine ray; add --engine ray, or drop it")

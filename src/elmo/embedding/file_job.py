@@ -29,16 +29,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
-import numpy as np
-
-from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size, embed_unordered
+from elmo.embedding.chunks import Chunk, ChunkEngine, local_engine
+from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size
 from elmo.embedding.embed_options import OutputOptions
-from elmo.embedding.parquet_output import ParquetShards, check_shard_directory
+from elmo.embedding.parquet_output import ParquetShards, ShardFiles, check_shard_directory
 from elmo.embedding.parts import Parts, check_paths, complete_output, sentence_key_problem
 from elmo.embedding.selection import SELECTION_FIELDS, VectorSelection
 from elmo.errors import ElmoError, InputFileError, UsageError
@@ -64,6 +62,8 @@ class EmbedFileJob:
     ranks: DistInfo = dataclasses.field(default_factory=DistInfo)
     selection: VectorSelection = dataclasses.field(default_factory=VectorSelection)
     """Which layers, pooled or not, in which dtype (``elmo.embedding.selection``)."""
+    engine: ChunkEngine = local_engine
+    """What embeds the chunks and writes their files (``elmo.embedding.chunks``): here, or Ray actors."""
     was_complete: bool = dataclasses.field(default=False, init=False, repr=False)
     """Set by :meth:`run`: ``resume`` found the output finished by the same job, and nothing was written."""
 
@@ -107,23 +107,30 @@ class EmbedFileJob:
         if getattr(progress, "wants_total", False) and (total := self._to_embed(input_path, store)) is not None:
             progress.set_total(total)  # type: ignore[union-attr]
         seen_keys: dict[str, int] = {}  # sentence -> its line number
-        n_lines = n_chunks = 0
+        read = {"lines": 0, "chunks": 0}
         lines = read_sentences(input_path, output.input_format, output.errors, what="input file",
                                advice="fix the file or pass --errors replace", tokens=output.tokens,
                                text_field=output.text_field, id_field=output.id_field)
+
+        def to_do() -> Iterator[Chunk]:  # this rank's chunks not done yet; every chunk counted as it is read
+            while block := list(islice(lines, chunk_size(options))):
+                keys = [self._key(line, seen_keys, input_path) for line in block]
+                index = read["chunks"]
+                read["lines"] += len(block)
+                read["chunks"] += 1
+                if ranks.owns(index) and not store.done(index):
+                    yield Chunk(index, [line.index for line in block], keys, [line.tokens for line in block])
+
+        target = store.files if isinstance(store, ParquetShards) else store
         try:
-            while chunk := list(islice(lines, chunk_size(options))):
-                keys = [self._key(line, seen_keys, input_path) for line in chunk]
-                if ranks.owns(n_chunks) and not store.done(n_chunks):
-                    with _writing(store, n_chunks, chunk, keys) as add:
-                        for i, layers in embed_unordered(self.embedder, [line.tokens for line in chunk], progress):
-                            add(i, self.selection.apply(layers))
-                n_lines += len(chunk)
-                n_chunks += 1
+            for chunk, entry in self.engine(self.embedder, self.selection, target, to_do(), progress):
+                if isinstance(store, ParquetShards) and entry is not None:
+                    store.record(chunk.index, entry)
         except InputFileError:
             if ranks.is_main:
                 store.discard()  # the input must change, so these parts could never be resumed
             raise
+        n_lines, n_chunks = read["lines"], read["chunks"]
         ranks.barrier()
         if ranks.is_main:
             if n_lines == 0:
@@ -138,9 +145,9 @@ class EmbedFileJob:
         """The shard directory of ``--format parquet``; its settings name the format (the HDF5 parts' does not
         apply)."""
         settings = {k: v for k, v in manifest.items() if k != "parts_format"} | {"output_format": "parquet"}
-        return ParquetShards(directory, settings, self.embedder.provenance(), pooled=self.selection.pooled,
-                             all_layers=self.selection.layer == "all", dim=self.embedder.output_dim,
-                             dtype=self.selection.dtype)
+        files = ShardFiles(directory, pooled=self.selection.pooled, all_layers=self.selection.layer == "all",
+                           dim=self.embedder.output_dim, dtype=self.selection.dtype)
+        return ParquetShards(files, settings, self.embedder.provenance())
 
     def _to_embed(self, input_path: Path, parts: Parts | ParquetShards) -> int | None:
         """The sentences this rank will embed (its chunks not done yet), counted up front; None for a stream."""
@@ -193,18 +200,6 @@ def check_output(input_path: Path, output_path: Path, output: OutputOptions) -> 
         check_shard_directory(input_path, output_path, output.overwrite)
     else:
         check_paths(input_path, output_path, output.overwrite)
-
-
-@contextmanager
-def _writing(store: Parts | ParquetShards, chunk: int, lines: list[Line], keys: list[str]
-             ) -> Iterator[Callable[[int, np.ndarray], None]]:
-    """``add(i, vectors)`` for line ``i`` of a chunk, into its HDF5 part or its Parquet shard."""
-    if isinstance(store, ParquetShards):
-        with store.writing(chunk, [line.index for line in lines], keys) as add:
-            yield add
-    else:
-        with store.writing(chunk, keys, [" ".join(line.tokens) for line in lines]) as part:
-            yield lambda i, data: part.create_dataset(keys[i], data=data)
 
 
 def _input_settings(input_path: Path, output: OutputOptions) -> dict:

@@ -36,6 +36,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,25 +128,105 @@ def embedding_column(pa: Any, vectors: Sequence[np.ndarray], pooled: bool, all_l
     return pa.FixedSizeListArray.from_arrays(lists, vectors[0].shape[0]) if all_layers and vectors else lists
 
 
-class ParquetShards:
-    """The shard directory of one run; one process writes it (``torchrun`` ranks are refused by the file job).
+@dataclass(frozen=True)
+class ShardFiles:
+    """Writes the shard files of a directory, not the manifest: what a worker of another process (``--engine ray``)
+    needs, so it is small and picklable; :class:`ParquetShards` lists what it wrote.
 
-    Args:
-        directory: OUTDIR.
-        settings: the run's settings, as the HDF5 output stores them in ``embed_settings``; a resume must match.
-        provenance: what made the vectors (model, precision, device, initial state), kept in the manifest.
-        pooled, all_layers, dim, dtype: the shape of the ``embedding`` column (module docstring).
+    ``pooled``, ``all_layers``, ``dim``, ``dtype``: the shape of the ``embedding`` column (module docstring).
     """
 
-    def __init__(self, directory: str | os.PathLike, settings: dict, provenance: dict[str, str], *, pooled: bool,
-                 all_layers: bool, dim: int, dtype: str) -> None:
-        self.directory = Path(directory)
+    directory: Path
+    pooled: bool
+    all_layers: bool
+    dim: int
+    dtype: str
+
+    @contextmanager
+    def writing(self, chunk: int, lines: Sequence[int], keys: Sequence[str]) -> Iterator[Callable[[int, Any], None]]:
+        """``add(i, vectors)`` for row ``i`` of the chunk (line ``lines[i]``, key ``keys[i]``), in any order
+        (memory: one row group); the shard gets its name only when the block finishes without an error."""
+        pq = require("pyarrow.parquet", "parquet", WHAT)
+        path = self.directory / shard_name(chunk)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.directory)
+        os.close(fd)
+        tmp = Path(name)
+        buffered: list[tuple[int, np.ndarray]] = []
+        writer = None
+        size = 0  # bytes buffered
+
+        def flush() -> None:
+            nonlocal writer, size
+            size = 0
+            if buffered:
+                buffered.sort(key=lambda row: row[0])  # line order within a row group
+                table = self._table([i for i, _ in buffered], [v for _, v in buffered], lines, keys)
+                writer = writer or pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)  # one row group
+                buffered.clear()
+
+        def add(i: int, vectors: np.ndarray) -> None:
+            nonlocal size
+            buffered.append((i, vectors))
+            size += vectors.nbytes
+            if size >= ROW_GROUP_BYTES:
+                flush()
+
+        try:
+            try:
+                yield add
+                flush()
+            finally:
+                if writer is not None:
+                    writer.close()
+            default_permissions(tmp)
+            os.replace(tmp, path)
+        except OSError as e:
+            if errno_of(e) is None:
+                raise
+            raise OutputWriteError(f"{tmp}: cannot write ({write_failure(e)}); the finished shards in "
+                                   f"{self.directory} are kept: free space and rerun with --resume") from e
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def entry(self, chunk: int, lines: Sequence[int]) -> dict:
+        """The manifest's entry of a finished shard: its file, first line, rows and sha256."""
+        path = self.directory / shard_name(chunk)
+        return {"file": path.name, "first_line": min(lines, default=0), "rows": len(lines),
+                "sha256": sha256_file(path)}
+
+    def embedding_type(self) -> str:
+        """The column's type in words, for a reader of the manifest (the shards hold the exact schema)."""
+        axes = ("L + 1, " if self.all_layers else "") + ("" if self.pooled else "n, ") + str(self.dim)
+        return f"{self.dtype} ({axes})"
+
+    def _table(self, rows: Sequence[int], vectors: Sequence[np.ndarray], lines: Sequence[int],
+               keys: Sequence[str]) -> Any:
+        pa = require("pyarrow", "parquet", WHAT)
+        return pa.table({
+            "line": pa.array([lines[i] for i in rows], type=pa.int64()),
+            "key": pa.array([keys[i] for i in rows], type=pa.string()),
+            "embedding": embedding_column(pa, vectors, self.pooled, self.all_layers, self.dim, self.dtype),
+        })
+
+
+class ParquetShards:
+    """The shard directory of one run and its manifest, kept by one process (``torchrun`` ranks are refused by the
+    file job); the shards are written by ``files`` here or by the workers of an engine.
+
+    Args:
+        files: the directory and the shape of its ``embedding`` column.
+        settings: the run's settings, as the HDF5 output stores them in ``embed_settings``; a resume must match.
+        provenance: what made the vectors (model, precision, device, initial state), kept in the manifest.
+    """
+
+    def __init__(self, files: ShardFiles, settings: dict, provenance: dict[str, str]) -> None:
+        self.files = files
+        self.directory = files.directory
         self.settings = json.loads(json.dumps(settings))  # as stored: tuples are lists
         self.provenance = provenance
-        self.shape = dict(pooled=pooled, all_layers=all_layers, dim=dim, dtype=dtype)
         self.shards: dict[int, dict] = {}  # chunk -> its manifest entry
-        self.pa = require("pyarrow", "parquet", WHAT)
-        self.pq = require("pyarrow.parquet", "parquet", WHAT)
+        require("pyarrow.parquet", "parquet", WHAT)
 
     @property
     def manifest_path(self) -> Path:
@@ -223,55 +304,10 @@ class ParquetShards:
     def done(self, chunk: int) -> bool:
         return chunk in self.shards
 
-    @contextmanager
-    def writing(self, chunk: int, lines: Sequence[int], keys: Sequence[str]) -> Iterator[Callable[[int, Any], None]]:
-        """``add(i, vectors)`` for row ``i`` of the chunk (line ``lines[i]``, key ``keys[i]``), in any order
-        (memory: one row group); the shard gets its name, and the manifest its entry, only when the block finishes
-        without an error."""
-        path = self.directory / shard_name(chunk)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.directory)
-        os.close(fd)
-        tmp = Path(name)
-        buffered: list[tuple[int, np.ndarray]] = []
-        writer = None
-        size = 0  # bytes buffered
-
-        def flush() -> None:
-            nonlocal writer, size
-            size = 0
-            if buffered:
-                buffered.sort(key=lambda row: row[0])  # line order within a row group
-                table = self._table([i for i, _ in buffered], [v for _, v in buffered], lines, keys)
-                writer = writer or self.pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)  # one row group
-                buffered.clear()
-
-        def add(i: int, vectors: np.ndarray) -> None:
-            nonlocal size
-            buffered.append((i, vectors))
-            size += vectors.nbytes
-            if size >= ROW_GROUP_BYTES:
-                flush()
-
-        try:
-            try:
-                yield add
-                flush()
-            finally:
-                if writer is not None:
-                    writer.close()
-            default_permissions(tmp)
-            os.replace(tmp, path)
-            self.shards[chunk] = {"file": path.name, "first_line": min(lines, default=0), "rows": len(lines),
-                                  "sha256": sha256_file(path)}
-            self._write_manifest(complete=False)
-        except OSError as e:
-            if errno_of(e) is None:
-                raise
-            raise OutputWriteError(f"{tmp}: cannot write ({write_failure(e)}); the finished shards in "
-                                   f"{self.directory} are kept: free space and rerun with --resume") from e
-        finally:
-            tmp.unlink(missing_ok=True)
+    def record(self, chunk: int, entry: dict) -> None:
+        """List a finished shard (:meth:`ShardFiles.entry`) in the manifest."""
+        self.shards[chunk] = entry
+        self._write_manifest(complete=False)
 
     def finish(self, n_chunks: int, n_lines: int) -> None:
         """Mark the output complete: every chunk 0 .. n_chunks-1 has its shard."""
@@ -279,6 +315,9 @@ class ParquetShards:
         if missing:
             raise ElmoError(f"{self.directory}: chunk {missing[0]} is missing ({len(missing)} in all); rerun with "
                             "--resume")
+        for path in _ours(self.directory):  # a retried chunk's temp file, left by a worker that was killed
+            if path.name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
         self._write_manifest(complete=True, lines=n_lines)
 
     def discard(self) -> None:
@@ -290,7 +329,7 @@ class ParquetShards:
         manifest = {
             "format": LAYOUT, "version": 1, "complete": complete, **({"lines": lines} if complete else {}),
             "embed_settings": self.settings, "provenance": self.provenance,
-            "columns": {"line": "int64", "key": "string", "embedding": self._embedding_type()},
+            "columns": {"line": "int64", "key": "string", "embedding": self.files.embedding_type()},
             "shards": [self.shards[c] for c in sorted(self.shards)],
         }
         try:
@@ -298,18 +337,3 @@ class ParquetShards:
         except OSError as e:
             raise OutputWriteError(f"{self.manifest_path}: cannot write ({write_failure(e)}); the finished shards in "
                                    f"{self.directory} are kept: free space and rerun with --resume") from e
-
-    def _embedding_type(self) -> str:
-        """The column's type in words, for a reader of the manifest (the shards hold the exact schema)."""
-        shape = self.shape
-        axes = ("L + 1, " if shape["all_layers"] else "") + ("" if shape["pooled"] else "n, ") + str(shape["dim"])
-        return f"{shape['dtype']} ({axes})"
-
-    def _table(self, rows: Sequence[int], vectors: Sequence[np.ndarray], lines: Sequence[int],
-               keys: Sequence[str]) -> Any:
-        pa = self.pa
-        return pa.table({
-            "line": pa.array([lines[i] for i in rows], type=pa.int64()),
-            "key": pa.array([keys[i] for i in rows], type=pa.string()),
-            "embedding": embedding_column(pa, vectors, **self.shape),
-        })

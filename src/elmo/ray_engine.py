@@ -1,0 +1,309 @@
+"""``elmo embed --engine ray``: the file job's chunks on a pool of Ray actors (docs/scale-out.md).
+
+The driver (the ``elmo embed`` process) reads the input, cuts it into chunks and keeps the output's manifest, as it
+does with ``--engine local``; each actor loads the model once and, for every chunk it is given, embeds it and writes
+its HDF5 part or Parquet shard itself (:func:`~elmo.embedding.chunks.embed_chunk`, the local engine's code), so
+vectors never travel back through the driver and a worker's memory is one batch or one row group, whatever the input
+size. On a cluster the output directory must be on storage every node mounts.
+
+Sizing, so that nothing can wait forever: the pool is the only thing that holds CPUs (the driver reads the input
+itself, with no Ray task), each actor gets an equal whole share of the cluster's CPUs (torch takes as many threads),
+and ``--workers`` more than the CPUs (GPUs with ``--device cuda``) is one error line before any model loads. One
+chunk is in flight per actor; the next goes to whichever actor finishes first.
+
+Failures: a worker that dies (killed, out of memory) is restarted and its chunk redone by Ray (``MAX_RETRIES``); a
+chunk whose worker died mid-write leaves only a temp file, which the finished output drops. A killed driver leaves the
+manifest of the chunks finished so far: ``--resume`` does the rest, on either engine. A Ray instance the driver
+started ends with it (Ray ties the processes it starts to the driver's life); actors on a cluster it joined are
+killed when the run ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from elmo.embedding.chunks import Chunk, ChunkTarget, embed_chunk
+from elmo.embedding.contract import Progress, SentenceEmbedder
+from elmo.embedding.embed_options import EmbedOptions, EngineOptions
+from elmo.embedding.parquet_output import ShardFiles
+from elmo.embedding.parts import Parts
+from elmo.embedding.selection import VectorSelection
+from elmo.errors import ConfigError, ElmoError
+from elmo.precision import Precision
+from elmo.runtime.extras import require
+
+log = logging.getLogger(__name__)
+
+WHAT = "elmo embed --engine ray"
+MAX_RETRIES = 3
+"""Restarts of a dead worker, and retries of the chunk it held, before the run stops (``--resume`` continues it)."""
+START_TIMEOUT_S = 600.0
+"""How long the workers may take to be placed and load their model before the run stops with an error."""
+
+
+@dataclass(frozen=True)
+class WorkerModel:
+    """What each worker loads: the model (``model`` and ``checkpoint``, any ``--model`` spelling, resolved on the
+    worker's node; or ``options_file`` + ``weight_file``; paths absolute), how it runs, the ``--align`` matrix, and
+    the name the output records."""
+
+    options: EmbedOptions
+    model: str = "demo"
+    checkpoint: str | None = None
+    options_file: str | None = None
+    weight_file: str | None = None
+    device: str | None = None
+    align: str | None = None
+    model_name: str | None = None
+
+    def load(self) -> Any:
+        from elmo.formats.model_files import load_bilm
+        from elmo.formats.published import resolve_model
+
+        if self.weight_file is not None:
+            return load_bilm(options_file=self.options_file, weight_file=self.weight_file)
+        return load_bilm(resolve_model(self.model), checkpoint=self.checkpoint)
+
+
+class ChunkWorker:
+    """A Ray actor: one model, loaded once; embeds chunks into their files."""
+
+    def __init__(self, spec: WorkerModel) -> None:
+        from elmo.embedding.embedder import Embedder
+        from elmo.formats.alignment import read_alignment
+        from elmo.ray import threads_from_ray_allotment
+
+        threads_from_ray_allotment(require("ray", "ray", WHAT))
+        bilm = spec.load()
+        alignment = read_alignment(spec.align, bilm.output_dim) if spec.align else None
+        self.embedder = Embedder(bilm, spec.options, device=spec.device, alignment=alignment,
+                                 model_name=spec.model_name or spec.model)
+
+    def describe(self) -> dict[str, Any]:
+        """What the driver's manifest records and checks: as the local embedder would give them."""
+        e = self.embedder
+        return {"precision": e.precision, "num_layers": e.num_layers, "output_dim": e.output_dim,
+                "provenance": e.provenance(), "identity": e.identity(), "pid": os.getpid(),
+                "node": socket.gethostname()}
+
+    def embed(self, selection: VectorSelection, target: ChunkTarget, chunk: Chunk) -> dict | None:
+        directory = target.directory
+        if not directory.is_dir():
+            raise ElmoError(f"{directory}: not found on Ray node {socket.gethostname()}: on a cluster the output must "
+                            "be on storage every node mounts, under the same path")
+        return embed_chunk(self.embedder, selection, target, chunk)
+
+
+class RayWorkers:
+    """The actor pool of one run, used as ``with RayWorkers(spec, engine) as workers``: ``workers`` is the file
+    job's :class:`~elmo.embedding.contract.SentenceEmbedder` (what the workers' models are, for the manifest) and its
+    :class:`~elmo.embedding.chunks.ChunkEngine`."""
+
+    def __init__(self, spec: WorkerModel, engine: EngineOptions) -> None:
+        if spec.options.stateful:
+            raise ConfigError("--initial-state carry carries state through the whole file in order; --engine ray "
+                              "embeds chunks side by side: use --initial-state zero or warm")
+        self.spec = spec
+        self.engine = engine
+        self.options = spec.options
+        self.ray: Any = None
+        self.actors: list[Any] = []
+        self.described: dict[str, Any] = {}
+        self._session: Any = None
+
+    # -- the pool's life ------------------------------------------------------------------------------------------
+    def __enter__(self) -> RayWorkers:
+        ray = self.ray = require("ray", "ray", WHAT)
+        self._session = ray_session(ray, self.engine.address, self.spec.device)
+        self._session.__enter__()
+        try:
+            self._start_actors(ray)
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # already gone with its cluster
+                pass
+        self.actors = []
+        if self._session is not None:
+            self._session.__exit__(*exc)
+            self._session = None
+
+    def _start_actors(self, ray: Any) -> None:
+        gpu = (self.spec.device or "").startswith("cuda")
+        resources = ray.cluster_resources()
+        cpus, gpus = int(resources.get("CPU", 0)), int(resources.get("GPU", 0))
+        have, kind = (gpus, "GPUs") if gpu else (cpus, "CPUs")
+        workers = self.engine.workers or have
+        if workers < 1 or workers > have:
+            raise ConfigError(f"--workers {workers}: the Ray cluster has {have} {kind}, and each worker needs one of "
+                              f"its own; lower --workers{'' if have else ' (or give the cluster ' + kind + ')'}")
+        share = max(1, cpus // workers)
+        remote = ray.remote(num_cpus=share, num_gpus=1 if gpu else 0, max_restarts=MAX_RETRIES,
+                            max_task_retries=MAX_RETRIES)(ChunkWorker)
+        log.info("starting %d Ray workers (%d CPU%s%s each) of %s", workers, share, "s" if share > 1 else "",
+                 " and 1 GPU" if gpu else "", self.spec.model)
+        self.actors = [remote.remote(self.spec) for _ in range(workers)]
+        pending = {actor.describe.remote(): actor for actor in self.actors}
+        ready, waiting = ray.wait(list(pending), num_returns=len(pending), timeout=START_TIMEOUT_S)
+        if waiting:
+            raise ElmoError(f"{len(waiting)} of {workers} Ray workers were not placed and ready within "
+                            f"{START_TIMEOUT_S:.0f} s (`ray status` shows what the cluster has free); lower --workers")
+        described = [self._get(ref, "starting a worker") for ref in ready]
+        self.described = described[0]
+        log.info("Ray workers ready on %s", ", ".join(sorted({d["node"] for d in described})))
+
+    # -- SentenceEmbedder: what the workers' models are ----------------------------------------------------------
+    @property
+    def precision(self) -> Precision:
+        return self.described["precision"]
+
+    @property
+    def num_layers(self) -> int:
+        return self.described["num_layers"]
+
+    @property
+    def output_dim(self) -> int:
+        return self.described["output_dim"]
+
+    def provenance(self) -> dict[str, str]:
+        return dict(self.described["provenance"])
+
+    def identity(self) -> dict[str, object]:
+        return dict(self.described["identity"])
+
+    def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
+        raise ElmoError("the Ray workers embed whole chunks (RayWorkers is the file job's engine), not batches")
+
+    def worker_pids(self) -> list[int]:
+        """The workers' process ids (they run on this machine when the driver started Ray)."""
+        return [self._get(actor.describe.remote(), "asking a worker")["pid"] for actor in self.actors]
+
+    # -- ChunkEngine -------------------------------------------------------------------------------------------------
+    def __call__(self, embedder: SentenceEmbedder, selection: VectorSelection, target: ChunkTarget,
+                 chunks: Iterable[Chunk], progress: Progress | None = None) -> Iterator[tuple[Chunk, dict | None]]:
+        """Each chunk to the next free worker; yields them as they finish."""
+        ray = self.ray
+        target = _absolute(target)  # a worker's working directory is not the driver's
+        idle = list(self.actors)
+        running: dict[Any, tuple[Chunk, Any]] = {}  # task -> its chunk and actor
+
+        def finished() -> Iterator[tuple[Chunk, dict | None]]:
+            while True:
+                done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                if done:
+                    break
+                if progress is not None:
+                    progress(0, 0)  # a stop request (SIGINT/SIGTERM) ends the run here, between checks
+            chunk, actor = running.pop(done[0])
+            entry = self._get(done[0], f"embedding chunk {chunk.index} (lines {chunk.lines[0]}-{chunk.lines[-1]})")
+            idle.append(actor)
+            if progress is not None:
+                progress(len(chunk.sentences), sum(len(s) for s in chunk.sentences))
+            yield chunk, entry
+
+        for chunk in chunks:
+            if not chunk.sentences:
+                continue
+            while not idle:
+                yield from finished()
+            actor = idle.pop()
+            running[actor.embed.remote(selection, target, chunk)] = (chunk, actor)
+        while running:
+            yield from finished()
+
+    def _get(self, ref: Any, doing: str) -> Any:
+        """``ray.get``, with a worker's own error as its one line and a dead worker said plainly."""
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, ElmoError):
+                raise cause from None
+            raise ElmoError(f"a Ray worker failed {doing}: {type(cause or e).__name__}: {cause or e}") from None
+        except ray.exceptions.RayActorError as e:
+            raise ElmoError(f"a Ray worker died {doing}, {MAX_RETRIES} restarts used up ({str(e).splitlines()[0]}); "
+                            "the finished chunks are kept: rerun with --resume") from None
+
+
+def _absolute(target: ChunkTarget) -> ChunkTarget:
+    if isinstance(target, ShardFiles):
+        return dataclasses.replace(target, directory=target.directory.absolute())
+    return Parts(target.output.absolute(), target.manifest)
+
+
+@contextmanager
+def ray_session(ray: Any, address: str | None, device: str | None = None) -> Iterator[None]:
+    """Join the cluster at ``address``, or start a Ray instance on this machine for the run (loopback only: Ray
+    binds the machine's routable address by default, open to its network); the instance ends with the run."""
+    if address is not None:
+        _check_reachable(ray, address)
+    if ray.is_initialized():  # a Python caller's own session: use it as it is
+        yield
+        return
+    if address is None:
+        with loopback_only(ray):
+            ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False, log_to_driver=False,
+                     logging_level="error")
+    else:
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level="error")
+        except ConnectionError as e:
+            raise ElmoError(f"--address {address}: no Ray cluster found ({str(e).splitlines()[0]}); start one with "
+                            "`ray start --head`, or drop --address to run one on this machine for this run") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _check_reachable(ray: Any, address: str) -> None:
+    """A HOST:PORT that answers nothing is one line at once, not Ray's minute of retries."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--address {address}: expected auto or HOST:PORT (the head node's GCS address, "
+                          "as `ray start --head` prints it)")
+    try:
+        socket.create_connection((host, int(port)), timeout=5.0).close()
+    except OSError as e:
+        raise ElmoError(f"--address {address}: cannot reach a Ray cluster there ({e.strerror or e}); check the "
+                        "address `ray start --head` printed, or drop --address to run one on this machine") from None
+
+
+@contextmanager
+def loopback_only(ray: Any) -> Iterator[None]:
+    """Ray >= 2 takes the machine's routable address even for ``_node_ip_address="127.0.0.1"``; with its cluster
+    mode off it binds 127.0.0.1, as on macOS and Windows (read by this process at import, by the processes
+    ``ray.init`` starts from the environment)."""
+    constants = importlib.import_module("ray._private.ray_constants")
+    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    cluster, constants.ENABLE_RAY_CLUSTER = constants.ENABLE_RAY_CLUSTER, False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = cluster
+        if saved is None:
+            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        else:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
+
