@@ -217,7 +217,7 @@ RSS_SCRIPT = textwrap.dedent("""
     build_bilm(tiny_config())  # torch's first-use allocations, before the baseline
     with torch.device("meta"):  # and the modules torch imports once for its meta tensors (~70 MB, any model size)
         build_bilm(tiny_config())
-    import elmo.formats.bilm_tf_checkpoint  # and the reader's own code: the baseline holds every import
+    load_bilm(sys.argv[2])  # and the reader's code paths, once, on a tiny checkpoint: the rest scales with the model
 
     def status_kb(field):  # VmHWM: the peak of this process's own memory (ru_maxrss keeps a forking parent's)
         for line in open("/proc/self/status"):
@@ -234,9 +234,10 @@ RSS_SCRIPT = textwrap.dedent("""
 
 def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_path):
     """Peak RSS of load_bilm over a checkpoint over 2x the biLM (Adagrad slots, softmax) stays near the weights: the
-    arrays read become the parameters, and an LSTM kernel is read and transposed one half at a time. Measured 1.17x
-    alone and 1.24x inside the whole suite (allocator state): asserted below 1.3x; issue #46's 1.2x is not yet met
-    reliably."""
+    arrays read become the parameters, and a transposed variable is read one block of rows at a time into its
+    parameter. The baseline has loaded a tiny checkpoint once: the first use of the code (torch's and ours, about
+    7 MB whatever the model's size) is not the reader's memory. Measured 1.08-1.12x (1.16-1.21x without that
+    warm-up) on AMD EPYC, 2 cores."""
     config = BiLMConfig(
         lstm=LSTMConfig(dim=768, projection_dim=384, n_layers=4, cell_clip=3, proj_clip=3),
         char_cnn=CharCNNConfig(filters=[(1, 64), (2, 128), (3, 192)], embedding_dim=16, n_highway=2),
@@ -245,12 +246,14 @@ def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_pa
     directory = tmp_path / "big"
     write_bilm_tf_dir(directory, bilm, *_softmax(10_000, 384))
     del bilm
+    tiny = tmp_path / "tiny"
+    write_bilm_tf_dir(tiny, build_bilm(tiny_config()), *_softmax(50, tiny_config().lstm.projection_dim))
     checkpoint_bytes = sum(p.stat().st_size for p in directory.glob("model.ckpt-*"))
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(directory)], capture_output=True, text=True,
-                            cwd=root, check=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(directory), str(tiny)], capture_output=True,
+                            text=True, cwd=root, check=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     before, peak, weights = map(int, result.stdout.split())
     print(f"checkpoint {checkpoint_bytes / 1e6:.1f} MB, biLM weights {weights / 1e6:.1f} MB, peak RSS growth "
           f"{(peak - before) / 1e6:.1f} MB ({(peak - before) / weights:.2f}x)")
     assert checkpoint_bytes > 2 * weights
-    assert peak - before < 1.3 * weights, (peak - before, weights, checkpoint_bytes)
+    assert peak - before < 1.2 * weights, (peak - before, weights, checkpoint_bytes)

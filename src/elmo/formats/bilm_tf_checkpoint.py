@@ -26,6 +26,7 @@ half its largest variable, whatever the optimizer slots and the softmax weigh.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -206,18 +207,36 @@ def _param_arrays(
         raise WeightFileError(
             f"{bundle.index_path}: variable '{tf_name}' has shape {shape}, {options} expects {want}"
         )
-    if entry.conversion == "lstm_kernel":  # (in + P, 4C): each half transposed as soon as it is read
-        input_dim = state[entry.params[0]].shape[1]
-        values = []
-        for half in bundle.read_row_blocks(tf_name, [0, input_dim]):
-            values.append(_checked_float(bundle, tf_name, half).T.copy())
-            del half  # freed before the next half is read
-        return dict(zip(entry.params, values))
+    if entry.conversion == "lstm_kernel":  # (in + P, 4C): the input half and the recurrent half, each transposed
+        return dict(zip(entry.params, _read_transposed(bundle, tf_name, [0, state[entry.params[0]].shape[1]])))
+    if entry.conversion == "transpose":
+        return dict(zip(entry.params, _read_transposed(bundle, tf_name, [0])))
     array = _read_float(bundle, tf_name)
     if rows is not None:
         array = array[:rows]
     values = CONVERSIONS[entry.conversion].to_params(array, [tuple(state[p].shape) for p in entry.params])
     return dict(zip(entry.params, values))
+
+
+BLOCK_BYTES = 1 << 20
+"""Rows of a variable read at a time where it is transposed: the peak is the parameter plus one block."""
+
+
+def _read_transposed(bundle: TensorBundle, name: str, parts: list[int]) -> list[np.ndarray]:
+    """A 2-D variable's rows ``[parts[0], parts[1])``, ..., ``[parts[-1], rows)``, each part transposed into a
+    contiguous float32 array of its own (the parameter itself), filled from blocks of rows read one at a time."""
+    rows, columns = bundle.shape(name)
+    step = max(1, BLOCK_BYTES // (4 * max(columns, 1)))
+    bounds = [*parts, rows]
+    outputs = [np.empty((columns, b - a), dtype=np.float32) for a, b in zip(bounds, bounds[1:])]
+    starts = sorted(set(parts) | {r for a, b in zip(bounds, bounds[1:]) for r in range(a, b, step)})
+    for start, block in zip(starts, bundle.read_row_blocks(name, starts)):
+        part = bisect.bisect_right(parts, start) - 1
+        offset = start - parts[part]
+        outputs[part][:, offset : offset + len(block)] = _checked_float(bundle, name, block).T
+        del block
+    release_freed_memory()  # the blocks' bytes, before the next variable is read
+    return outputs
 
 
 def _entry_variables(bundle: TensorBundle, bilm: BiLM, names: _Names) -> list[tuple[WeightEntry, str]]:
