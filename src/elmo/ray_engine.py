@@ -24,6 +24,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import resource
 import socket
 import sys
 from collections.abc import Iterable, Iterator
@@ -95,7 +96,8 @@ class ChunkWorker:
         e = self.embedder
         return {"precision": e.precision, "num_layers": e.num_layers, "output_dim": e.output_dim,
                 "provenance": e.provenance(), "identity": e.identity(), "pid": os.getpid(),
-                "node": socket.gethostname()}
+                "node": socket.gethostname(),
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10}  # Linux: KiB
 
     def embed(self, selection: VectorSelection, target: ChunkTarget, chunk: Chunk) -> dict | None:
         directory = target.directory
@@ -191,9 +193,9 @@ class RayWorkers:
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
         raise ElmoError("the Ray workers embed whole chunks (RayWorkers is the file job's engine), not batches")
 
-    def worker_pids(self) -> list[int]:
-        """The workers' process ids (they run on this machine when the driver started Ray)."""
-        return [self._get(actor.describe.remote(), "asking a worker")["pid"] for actor in self.actors]
+    def describe_workers(self) -> list[dict[str, Any]]:
+        """Each worker's :meth:`ChunkWorker.describe`, now: its process id and node, its peak resident memory."""
+        return [self._get(actor.describe.remote(), "asking a worker") for actor in self.actors]
 
     # -- ChunkEngine -------------------------------------------------------------------------------------------------
     def __call__(self, embedder: SentenceEmbedder, selection: VectorSelection, target: ChunkTarget,
@@ -218,15 +220,23 @@ class RayWorkers:
                 progress(len(chunk.sentences), sum(len(s) for s in chunk.sentences))
             yield chunk, entry
 
-        for chunk in chunks:
-            if not chunk.sentences:
-                continue
-            while not idle:
+        try:
+            for chunk in chunks:
+                while not idle:
+                    yield from finished()
+                actor = idle.pop()
+                running[actor.embed.remote(selection, target, chunk)] = (chunk, actor)
+            while running:
                 yield from finished()
-            actor = idle.pop()
-            running[actor.embed.remote(selection, target, chunk)] = (chunk, actor)
-        while running:
-            yield from finished()
+        except BaseException:  # a bad input line, a stop request: no worker may rename a shard after this
+            self._stop_workers(list(running))
+            raise
+
+    def _stop_workers(self, running: list[Any]) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
+        self.ray.wait(running, num_returns=len(running), timeout=30.0)  # each ends as its worker is gone
+        self.actors = []
 
     def _get(self, ref: Any, doing: str) -> Any:
         """``ray.get``, with a worker's own error as its one line and a dead worker said plainly."""

@@ -80,17 +80,17 @@ def test_a_killed_worker_is_replaced_and_its_chunk_redone(ray_local, text, tmp_p
     options = EmbedOptions(precision="fp32", chunk_size=4)
     killed: list[int] = []
     with RayWorkers(WorkerModel(options), EngineOptions(engine="ray")) as workers:
-        pids = workers.worker_pids()
+        pids = [w["pid"] for w in workers.describe_workers()]
 
         def kill_one_after_the_first_chunk(sentences: int, tokens: int) -> None:
             if sentences and not killed:
                 killed.append(pids[0])
                 os.kill(pids[0], signal.SIGKILL)  # mid-run: it holds its next chunk, or gets one soon
 
-        job = EmbedFileJob(workers, OutputOptions(output_format="parquet"), selection=VectorSelection(pool="mean", layer="average"),
-                           engine=workers)
+        job = EmbedFileJob(workers, OutputOptions(output_format="parquet"),
+                           selection=VectorSelection(pool="mean", layer="average"), engine=workers)
         assert job.run(text, tmp_path / "out", progress=kill_one_after_the_first_chunk) == 51
-        assert killed and set(workers.worker_pids()) != set(pids)  # a new process took the dead one's place
+        assert killed and {w["pid"] for w in workers.describe_workers()} != set(pids)  # a new one took its place
     assert _embed(text, tmp_path / "local", "--format", "parquet", "--pool", "mean", "--chunk-size", "4") == 0
     ray, local = _rows(tmp_path / "out"), _rows(tmp_path / "local")
     assert ray[0] == local[0] == list(range(51))
@@ -133,8 +133,8 @@ def test_a_changed_setting_refuses_to_resume(ray_local, text, tmp_path, capsys) 
     capsys.readouterr()
     assert _embed(text, tmp_path / "out", "--format", "parquet", "--pool", "max", "--engine", "ray", "--resume") == 1
     assert _one_line(capsys) == (
-        f"elmo: error: --resume: {tmp_path / 'out'}: setting 'pool' was 'mean' in the complete run, now 'max'; rerun with "
-        "the same settings, or without --resume to replace it")
+        f"elmo: error: --resume: {tmp_path / 'out'}: setting 'pool' was 'mean' in the complete run, now 'max'; rerun "
+        "with the same settings, or without --resume to replace it")
 
 
 def test_a_bad_input_line_is_one_line_and_nothing_is_reported_done(ray_local, tmp_path, capsys) -> None:

@@ -25,7 +25,7 @@ def read_softmax(path: Path, dim: int) -> Softmax:
     if not path.is_file():
         raise WeightFileError(
             f"{path.parent}: no softmax file ({path.name}), which perplexity and substitutes need; published models "
-            f"and the demo ship without one: use a training run or its `elmo export` (`elmo finetune --model "
+            f"ship without one: use the demo, a training run or its `elmo export` (`elmo finetune --model "
             f"{path.parent} ...` trains a softmax)"
         )
     try:

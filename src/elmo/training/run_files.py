@@ -70,7 +70,7 @@ def load_language_model(model: str | Path, needed_by: str = "this") -> tuple[BiL
     A directory with both a run's config and a model but no checkpoint (the shipped demo) is read as a model. A
     model without a softmax is one error line that says where one comes from (``needed_by``: the command).
     """
-    from elmo.formats.published import is_model_name, read_registry, resolve_model
+    from elmo.formats.published import is_model_name, read_registry, resolve_model, shipped_models
 
     published = not Path(model).expanduser().exists() and is_model_name(model)
     files = read_registry().get(str(model), {}).get("files", {}) if published else {}
@@ -78,10 +78,12 @@ def load_language_model(model: str | Path, needed_by: str = "this") -> tuple[BiL
     if path is not None and is_run_dir(path) and (latest_checkpoint(path) is not None or not is_model_dir(path)):
         return _load_run(path)
     if path is None or not (path / SOFTMAX_FILE).is_file():
+        with_one = [name for name, where in shipped_models().items() if (where / SOFTMAX_FILE).is_file()]
         raise WeightFileError(
             f"{model} has no softmax ({SOFTMAX_FILE} + {VOCAB_FILE}): {needed_by} needs a language model: a run "
-            f"directory of `elmo train` or `elmo finetune`, or its `elmo export`; no shipped or published model has "
-            f"one (`elmo finetune --model {model} ...` trains one)"
+            f"directory of `elmo train` or `elmo finetune`, its `elmo export`, or the shipped "
+            f"{' or '.join(with_one) or 'none'} (no published model has one; `elmo finetune --model {model} ...` "
+            "trains one)"
         )
     bilm = load_bilm(path)
     softmax = read_softmax(path / SOFTMAX_FILE, bilm.token_encoder.output_dim)
