@@ -63,9 +63,10 @@ def test_parquet_records_in_and_out_keep_their_ids(tmp_path, plain):
     assert _embed(path, tmp_path / "out", "--all", "--format", "parquet", "--text-field", "body", "--id-field",
                   "doc", "--chunk-size", "2") == 0
     rows = pq.read_table(tmp_path / "out").to_pylist()
+    assert pq.read_table(tmp_path / "out").column_names == ["line", "doc", "embedding"]
     assert sorted(row["line"] for row in rows) == list(range(len(SENTENCES)))  # every record exactly once
     for row in rows:
-        assert row["key"] == f"d{row['line']}"
+        assert row["doc"] == f"d{row['line']}"  # the id field keeps its name
         got = np.array(row["embedding"], dtype=np.float32).reshape(plain[str(row["line"])].shape)
         # chunks of 2 batch other sentences together than the one chunk of the plain run: the GEMMs' blocking moves
         # the last bits (stateless: the vectors are the same up to rounding)
@@ -134,3 +135,12 @@ def _jsonl(tmp_path, records) -> object:
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def test_an_id_field_named_like_an_output_column_is_refused(tmp_path, capsys):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"line": "a", "text": "the cat"}\n', encoding="utf-8")
+    assert _embed(path, tmp_path / "out", "--pool", "mean", "--format", "parquet", "--id-field", "line") == 2
+    assert _error(capsys) == ("elmo: error: --id-field line: Parquet output has a column 'line' of its own; rename "
+                              "the field in the input")
+    assert not (tmp_path / "out" / "_manifest.json").exists()

@@ -145,8 +145,12 @@ class EmbedFileJob:
         """The shard directory of ``--format parquet``; its settings name the format (the HDF5 parts' does not
         apply)."""
         settings = {k: v for k, v in manifest.items() if k != "parts_format"} | {"output_format": "parquet"}
+        key_column = manifest.get("id_field") or "key"  # records input keeps its id field's name
+        if key_column in ("line", "embedding"):
+            raise UsageError(f"--id-field {key_column}: Parquet output has a column '{key_column}' of its own; "
+                             "rename the field in the input")
         files = ShardFiles(directory, pooled=self.selection.pooled, all_layers=self.selection.layer == "all",
-                           dim=self.embedder.output_dim, dtype=self.selection.dtype)
+                           dim=self.embedder.output_dim, dtype=self.selection.dtype, key_column=key_column)
         return ParquetShards(files, settings, self.embedder.provenance())
 
     def _to_embed(self, input_path: Path, parts: Parts | ParquetShards) -> int | None:

@@ -17,7 +17,8 @@ to 64 MiB of vectors, a row group: a shard of more token vectors than that is in
 so sort by ``line`` where order matters)::
 
     line        int64     the 0-based line (CoNLL-U sentence, FASTA record) index
-    key         string    the dataset name the HDF5 output would use ("0", "1", ..., a sentence or a record id)
+    key         string    the dataset name the HDF5 output would use ("0", "1", ..., a sentence or a record id);
+                          named after --id-field for JSONL or Parquet input with one (the source's ids, as text)
     embedding   pooled:          fixed_size_list<DTYPE>[2P]                                (2P,)
                 pooled, --all:   fixed_size_list<fixed_size_list<DTYPE>[2P]>[L + 1]       (L + 1, 2P), nested
                 tokens:          list<fixed_size_list<DTYPE>[2P]>                         (n, 2P)
@@ -133,7 +134,8 @@ class ShardFiles:
     """Writes the shard files of a directory, not the manifest: what a worker of another process (``--engine ray``)
     needs, so it is small and picklable; :class:`ParquetShards` lists what it wrote.
 
-    ``pooled``, ``all_layers``, ``dim``, ``dtype``: the shape of the ``embedding`` column (module docstring).
+    ``pooled``, ``all_layers``, ``dim``, ``dtype``: the shape of the ``embedding`` column (module docstring);
+    ``key_column``: the name of the keys' column (``--id-field`` of records input, else ``key``).
     """
 
     directory: Path
@@ -141,6 +143,7 @@ class ShardFiles:
     all_layers: bool
     dim: int
     dtype: str
+    key_column: str = "key"
 
     @contextmanager
     def writing(self, chunk: int, lines: Sequence[int], keys: Sequence[str]) -> Iterator[Callable[[int, Any], None]]:
@@ -205,7 +208,7 @@ class ShardFiles:
         pa = require("pyarrow", "parquet", WHAT)
         return pa.table({
             "line": pa.array([lines[i] for i in rows], type=pa.int64()),
-            "key": pa.array([keys[i] for i in rows], type=pa.string()),
+            self.key_column: pa.array([keys[i] for i in rows], type=pa.string()),
             "embedding": embedding_column(pa, vectors, self.pooled, self.all_layers, self.dim, self.dtype),
         })
 
@@ -329,7 +332,7 @@ class ParquetShards:
         manifest = {
             "format": LAYOUT, "version": 1, "complete": complete, **({"lines": lines} if complete else {}),
             "embed_settings": self.settings, "provenance": self.provenance,
-            "columns": {"line": "int64", "key": "string", "embedding": self.files.embedding_type()},
+            "columns": {"line": "int64", self.files.key_column: "string", "embedding": self.files.embedding_type()},
             "shards": [self.shards[c] for c in sorted(self.shards)],
         }
         try:
