@@ -30,6 +30,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,17 @@ class WorkerModel:
     align: str | None = None
     model_name: str | None = None
 
+    def check(self) -> None:
+        """In the driver, before Ray starts: a path that names nothing, or a name that is not a model, is the one
+        line ``elmo embed`` gives (a published model is downloaded by the workers, into their node's cache)."""
+        from elmo.formats.published import is_model_name, resolve_model
+
+        for path in (self.options_file, self.weight_file, self.align):
+            if path is not None and not Path(path).is_file():
+                raise ElmoError(f"{path}: no such file")
+        if self.weight_file is None and not Path(self.model).expanduser().exists() and not is_model_name(self.model):
+            resolve_model(self.model)  # raises the error line that names what --model takes
+
     def load(self) -> Any:
         from elmo.formats.model_files import load_bilm
         from elmo.formats.published import resolve_model
@@ -86,13 +98,19 @@ class ChunkWorker:
         from elmo.ray import threads_from_ray_allotment
 
         threads_from_ray_allotment(require("ray", "ray", WHAT))
-        bilm = spec.load()
-        alignment = read_alignment(spec.align, bilm.output_dim) if spec.align else None
-        self.embedder = Embedder(bilm, spec.options, device=spec.device, alignment=alignment,
-                                 model_name=spec.model_name or spec.model)
+        self.failed: ElmoError | None = None
+        try:
+            bilm = spec.load()
+            alignment = read_alignment(spec.align, bilm.output_dim) if spec.align else None
+            self.embedder = Embedder(bilm, spec.options, device=spec.device, alignment=alignment,
+                                     model_name=spec.model_name or spec.model)
+        except ElmoError as e:  # raised by describe(): a task's error reaches the driver whole, an actor's does not
+            self.failed = e
 
     def describe(self) -> dict[str, Any]:
         """What the driver's manifest records and checks: as the local embedder would give them."""
+        if self.failed is not None:
+            raise self.failed
         e = self.embedder
         return {"precision": e.precision, "num_layers": e.num_layers, "output_dim": e.output_dim,
                 "provenance": e.provenance(), "identity": e.identity(), "pid": os.getpid(),
@@ -116,6 +134,7 @@ class RayWorkers:
         if spec.options.stateful:
             raise ConfigError("--initial-state carry carries state through the whole file in order; --engine ray "
                               "embeds chunks side by side: use --initial-state zero or warm")
+        spec.check()
         self.spec = spec
         self.engine = engine
         self.options = spec.options
@@ -127,7 +146,7 @@ class RayWorkers:
     # -- the pool's life ------------------------------------------------------------------------------------------
     def __enter__(self) -> RayWorkers:
         ray = self.ray = require("ray", "ray", WHAT)
-        self._session = ray_session(ray, self.engine.address, self.spec.device)
+        self._session = ray_session(ray, self.engine.address)
         self._session.__enter__()
         try:
             self._start_actors(ray)
@@ -260,7 +279,7 @@ def _absolute(target: ChunkTarget) -> ChunkTarget:
 
 
 @contextmanager
-def ray_session(ray: Any, address: str | None, device: str | None = None) -> Iterator[None]:
+def ray_session(ray: Any, address: str | None) -> Iterator[None]:
     """Join the cluster at ``address``, or start a Ray instance on this machine for the run (loopback only: Ray
     binds the machine's routable address by default, open to its network); the instance ends with the run."""
     if address is not None:

@@ -166,3 +166,13 @@ def test_ray_settings_need_the_ray_engine(text, tmp_path, capsys) -> None:
         EngineOptions(workers=2)
     assert _embed(text, tmp_path / "out", "--pool", "mean", "--address", "auto") == 2
     assert _one_line(capsys) == "elmo: error: --address is a setting of --engine ray; add --engine ray, or drop it"
+
+
+def test_a_model_that_does_not_load_is_the_local_engines_one_line(ray_local, text, tmp_path, capsys) -> None:
+    flags = ["--format", "parquet", "--pool", "mean", "--engine", "ray", "--workers", "1"]
+    assert _embed(text, tmp_path / "a", *flags, "--model", str(tmp_path / "missing")) == 1  # before Ray is asked
+    assert _one_line(capsys).startswith(f"elmo: error: --model {tmp_path / 'missing'}: neither a model directory, a "
+                                        "model archive nor a published model (`elmo models` lists")
+    (tmp_path / "empty").mkdir()
+    assert _embed(text, tmp_path / "b", *flags, "--model", str(tmp_path / "empty")) == 1  # found by the worker
+    assert _one_line(capsys) == f"elmo: error: {tmp_path / 'empty'}: neither config.json nor options.json found"

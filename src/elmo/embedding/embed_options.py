@@ -33,8 +33,9 @@ class EmbedOptions:
     precision: Precision = PRECISION.field()
     max_batch_tokens: int = MAX_BATCH_TOKENS.field()
     """Stateless runs; sentence boundaries included."""
-    chunk_size: int = setting(4096, "lines read, sorted and saved together: the unit of --resume and of ranks",
-                              check=at_least(1))
+    chunk_size: int = setting(
+        4096, "lines read, sorted and saved together: the unit of --resume, of ranks and of Ray workers",
+        check=at_least(1))
     vocab_cache: int = setting(0, "keep the token-layer vectors of up to N words across batches (0: off)",
                                metavar="N", check=at_least(0))
 
