@@ -149,7 +149,9 @@ def test_the_wheel_holds_the_package_and_says_its_version(installed):
 def test_demo_and_tiny_training_from_outside_the_checkout(installed):
     bin_dir, env, work = installed
     elmo_cmd = str(bin_dir / "elmo")
-    demo = run([elmo_cmd, "demo", "--output-dir", "demo"], work, env)
+    (work / "one.txt").write_text("it was a dark and stormy night .\n")  # the demo is a language model too
+    assert "geometric mean:" in run([elmo_cmd, "perplexity", "--model", "demo", "--data", "one.txt"], work, env)
+    demo = run([elmo_cmd, "demo", "--output-dir", "demo"], work, env)  # from now on, ./demo is a directory
     assert (work / "demo" / "embeddings.hdf5").is_file() and "bank" in demo
     (work / "lines.txt").write_text("".join(f"the cat number {i % 7} sat on the mat .\n" for i in range(40)))
     words = ["<S>", "</S>", "<UNK>", "the", "cat", "number", "sat", "on", "mat", ".", *map(str, range(7))]

@@ -55,3 +55,14 @@ def test_finetuning_the_demo_with_its_vocabulary_keeps_its_softmax(tmp_path, cap
     rows = json.loads((run / "train_config.json").read_text())["eval_rows"]
     before = model_perplexity("demo", valid, rows=rows, device="cpu")
     assert recorded["before"]["geometric_mean"] == pytest.approx(before.geometric_mean, rel=1e-5)
+
+
+def test_a_directory_named_demo_here_is_named_in_the_error(tmp_path, monkeypatch, capsys):
+    """`elmo demo --output-dir demo` leaves ./demo: a path is taken before a model name, so say so."""
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "one.txt").write_text("the cat sat .\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["perplexity", "--model", "demo", "--data", "one.txt", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith(f"; demo here is the directory {tmp_path / 'demo'}, which a path takes "
+                                            "before the shipped model's name: run from another directory")

@@ -79,11 +79,13 @@ def load_language_model(model: str | Path, needed_by: str = "this") -> tuple[BiL
         return _load_run(path)
     if path is None or not (path / SOFTMAX_FILE).is_file():
         with_one = [name for name, where in shipped_models().items() if (where / SOFTMAX_FILE).is_file()]
+        shadowed = str(model) in with_one and not published  # a directory here of that name is taken first
         raise WeightFileError(
             f"{model} has no softmax ({SOFTMAX_FILE} + {VOCAB_FILE}): {needed_by} needs a language model: a run "
             f"directory of `elmo train` or `elmo finetune`, its `elmo export`, or the shipped "
             f"{' or '.join(with_one) or 'none'} (no published model has one; `elmo finetune --model {model} ...` "
-            "trains one)"
+            "trains one)" + (f"; {model} here is the directory {Path(model).resolve()}, which a path takes before "
+                             "the shipped model's name: run from another directory" if shadowed else "")
         )
     bilm = load_bilm(path)
     softmax = read_softmax(path / SOFTMAX_FILE, bilm.token_encoder.output_dim)
