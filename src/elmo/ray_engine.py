@@ -26,9 +26,8 @@ import logging
 import os
 import resource
 import socket
-import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,30 +140,28 @@ class RayWorkers:
         self.ray: Any = None
         self.actors: list[Any] = []
         self.described: dict[str, Any] = {}
-        self._session: Any = None
+        self._stack = ExitStack()
 
     # -- the pool's life ------------------------------------------------------------------------------------------
     def __enter__(self) -> RayWorkers:
         ray = self.ray = require("ray", "ray", WHAT)
-        self._session = ray_session(ray, self.engine.address)
-        self._session.__enter__()
-        try:
+        with ExitStack() as stack:
+            stack.enter_context(ray_session(ray, self.engine.address))
+            stack.callback(self._kill_actors)  # before the session ends (last in, first out)
             self._start_actors(ray)
-        except BaseException:
-            self.__exit__(*sys.exc_info())
-            raise
+            self._stack = stack.pop_all()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _kill_actors(self) -> None:
         for actor in self.actors:
             try:
-                self.ray.kill(actor)
+                self.ray.kill(actor, no_restart=True)
             except Exception:  # already gone with its cluster
                 pass
         self.actors = []
-        if self._session is not None:
-            self._session.__exit__(*exc)
-            self._session = None
 
     def _start_actors(self, ray: Any) -> None:
         gpu = (self.spec.device or "").startswith("cuda")
@@ -252,10 +249,8 @@ class RayWorkers:
             raise
 
     def _stop_workers(self, running: list[Any]) -> None:
-        for actor in self.actors:
-            self.ray.kill(actor, no_restart=True)
+        self._kill_actors()
         self.ray.wait(running, num_returns=len(running), timeout=30.0)  # each ends as its worker is gone
-        self.actors = []
 
     def _get(self, ref: Any, doing: str) -> Any:
         """``ray.get``, with a worker's own error as its one line and a dead worker said plainly."""
