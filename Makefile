@@ -22,8 +22,9 @@ $(VENV)/.installed: $(VENV)/.core
 
 install: $(VENV)/.installed
 
+# --force: a rerun replaces the demo's own two files in runs/demo (and nothing else there)
 demo: $(VENV)/.core
-	$(VENV)/bin/elmo demo --output-dir runs/demo
+	$(VENV)/bin/elmo demo --output-dir runs/demo --force
 
 test: install
 	$(PY) -m pytest -q

@@ -5,9 +5,11 @@ directory, packs options.json + model.hdf5 into a stored and a deflated zip, and
 subprocess (fresh page cache state is not controlled; peak RSS is per run), in interleaved rounds:
 
 * ``h5py``: opening the weights and reading every dataset: from the file, from the zip member read into memory
-  (what :mod:`elmo.formats.archives` does), and from the zip member as a file object (what simple_elmo does; one
-  round only with ``--direct``, it takes minutes for the deflated member);
-* ``load_bilm``: the whole load (build the model, read, check, copy) from the directory and from both zips.
+  (what :mod:`elmo.formats.archives` did before it streamed the member to a temporary file, within the archive
+  caps of :mod:`elmo.formats.archive_limits`), and from the zip member as a file object (what simple_elmo does;
+  one round only with ``--direct``, it takes minutes for the deflated member);
+* ``load_bilm``: the whole load (build on the meta device, check, fill each parameter once) from the directory and
+  from both zips.
 
     PYTHONPATH=src nice .venv/bin/python benchmarks/archive_load.py --rounds 3 --direct
 """

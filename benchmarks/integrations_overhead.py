@@ -44,9 +44,8 @@ def real_sentences(n: int) -> list[list[str]]:
 
 def load_model(model: str):
     from elmo.formats.model_files import load_bilm
-    from elmo.formats.published import resolve_model
 
-    return load_bilm(resolve_model(model))
+    return load_bilm(model)
 
 
 def rss_bytes() -> int:

@@ -28,6 +28,7 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 arch, residues, precision = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+window = {"sequence_window": int(sys.argv[4])} if len(sys.argv) > 4 else {}
 import torch
 from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.embedder import Embedder
@@ -35,8 +36,7 @@ from elmo.embedding.file_job import EmbedFileJob
 
 if arch == "small":
     from elmo.formats.model_files import load_bilm
-    from elmo.formats.published import resolve_model
-    bilm = load_bilm(resolve_model("demo"))
+    bilm = load_bilm("demo")
 else:
     from elmo.config import BiLMConfig
     from elmo.modules.bilm import build_bilm
@@ -44,7 +44,7 @@ else:
     preset = json.loads(Path(preset_path("original")).read_text())
     options = {key: preset[key] for key in ("bidirectional", "char_cnn", "lstm")}
     bilm = build_bilm(BiLMConfig.from_options(options, source="original preset"))
-embedder = Embedder(bilm, EmbedOptions(precision=precision), device="cpu")
+embedder = Embedder(bilm, EmbedOptions(precision=precision, **window), device="cpu")
 embedder.embed_batch([list("MKTAYIAKQR")])  # warm-up: kernels, thread pools, first allocations
 model_mb = peak_mb()
 rng = random.Random(residues)
@@ -60,9 +60,9 @@ print(json.dumps({"model_mb": model_mb, "peak_mb": peak_mb(), "output_mb": outpu
 """
 
 
-def run(arch: str, residues: int, precision: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", CHILD, arch, str(residues), precision], check=True,
-                         capture_output=True, text=True)
+def run(arch: str, residues: int, precision: str, window: int | None) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", CHILD, arch, str(residues), precision,
+                          *([] if window is None else [str(window)])], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -71,15 +71,18 @@ def main() -> None:
     parser.add_argument("--arch", nargs="+", default=["small", "original"], choices=["small", "original"])
     parser.add_argument("--lengths", nargs="+", type=int, default=[1000, 5000, 20000])
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--window", type=int, help="EmbedOptions.sequence_window (default: the embedder's)")
     args = parser.parse_args()
     print(machine_line())
-    print(f"precision {args.precision}; one record per run, `elmo embed`'s file job, all layers written as float32\n")
+    window = "the default" if args.window is None else f"{args.window:,}"
+    print(f"precision {args.precision}; sequence window {window}; one record per run, `elmo embed`'s file job, all "
+          "layers written as float32\n")
     print("| architecture | residues | model (MB) | peak RSS (MB) | added by the sequence (MB) | of which the output "
           "(MB) | added per 1k residues (MB) | seconds |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for arch in args.arch:
         for residues in args.lengths:
-            r = run(arch, residues, args.precision)
+            r = run(arch, residues, args.precision, args.window)
             added = r["peak_mb"] - r["model_mb"]
             print(f"| {arch} ({r['layers']} x {r['dim']}) | {residues:,} | {r['model_mb']:.0f} | {r['peak_mb']:.0f} | "
                   f"{added:.0f} | {r['output_mb']:.0f} | {added / residues * 1000:.1f} | {r['seconds']:.1f} |",

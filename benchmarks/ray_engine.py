@@ -54,16 +54,17 @@ def one_run(engine: str, text: Path, out: Path, model: str, workers: int | None,
     if engine == "local":
         from elmo.embedding.embedder import Embedder
         from elmo.formats.model_files import load_bilm
-        from elmo.formats.published import resolve_model
 
-        embedder = Embedder(load_bilm(resolve_model(model)), options, device="cpu")
+        embedder = Embedder(load_bilm(model), options, device="cpu")
         ready = time.perf_counter()
         count = EmbedFileJob(embedder, output, selection=selection).run(text, out)
         finished, workers_rss = time.perf_counter(), []
     else:
+        from elmo.formats.model_ref import ModelRef
         from elmo.ray_engine import RayWorkers, WorkerModel
 
-        with RayWorkers(WorkerModel(options, model=model, device="cpu"), EngineOptions("ray", None, workers)) as pool:
+        spec = WorkerModel(options, ModelRef.parse(model), device="cpu")
+        with RayWorkers(spec, EngineOptions("ray", None, workers)) as pool:
             ready = time.perf_counter()
             count = EmbedFileJob(pool, output, selection=selection, engine=pool).run(text, out)
             finished = time.perf_counter()

@@ -35,9 +35,8 @@ sys.path.insert(0, str(REPO / "src"))  # run from a checkout without installing
 
 from _significance import COMPARISON_HEADERS, compare, mean_std  # noqa: E402, F401 (mean_std: for the scripts)
 
-from elmo.errors import ElmoError, InputFileError, WeightFileError  # noqa: E402
-from elmo.formats.model_files import is_model_dir  # noqa: E402
-from elmo.formats.published import resolve_model  # noqa: E402
+from elmo.errors import ElmoError, InputFileError  # noqa: E402
+from elmo.formats.model_ref import ModelRef  # noqa: E402
 from elmo.runtime.atomic_files import write_json_atomic, write_text_atomic  # noqa: E402
 from elmo.tasks import build_runner, load_task_data, train_task, train_word_vectors  # noqa: E402
 from elmo.tasks.elmo_features import bilm_fingerprint  # noqa: E402
@@ -120,13 +119,8 @@ def parse_args(description: str, default_seeds: int = 3, more_args=None) -> argp
 
 
 def bilm_path(bilm: str) -> Path:
-    """``--bilm`` as a model directory: a path as it is, a published model's name resolved (fetched once)."""
-    path = Path(bilm).expanduser()
-    if path.exists():
-        if not is_model_dir(path):
-            raise WeightFileError(f"{path}: not a model directory (options.json + weights.hdf5, or the native files)")
-        return path
-    return resolve_model(bilm)
+    """``--bilm`` as a model folder or archive: any spelling ``--model`` takes (a published name is fetched once)."""
+    return ModelRef.parse(bilm).path()
 
 
 def _one_line_errors(kind, error, traceback) -> None:

@@ -32,7 +32,6 @@ from _significance import PAIRED_HEADERS, compare_paired
 
 from elmo.embedding.embedder import Embedder
 from elmo.formats.model_files import load_bilm
-from elmo.formats.published import resolve_model
 from elmo.probing.neighbours import format_neighbours, read_corpus, word_neighbours
 from elmo.probing.pos import probe_pos
 from elmo.probing.wsd import probe_wsd
@@ -175,7 +174,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    embedder = Embedder(load_bilm(resolve_model(args.model)), device=args.device)
+    embedder = Embedder(load_bilm(args.model), device=args.device)
     pos_runs = {tagset: pos(args, embedder, tagset) for tagset in args.tagsets}
     wsd_result, wsd_items = wsd(args, embedder)
     shown = neighbours(args, embedder)

@@ -59,7 +59,7 @@ def test_missing_input_and_model_errors(tmp_path, text_file, model_dir, capsys):
     assert "nope.txt: no such input file" in capsys.readouterr().err
     assert cli_main(["embed", str(text_file), str(tmp_path / "o.hdf5"), "--top", "--model",
                      str(tmp_path / "nomodel")]) == 1
-    assert "nomodel: neither a model directory, a model archive nor a published model" in capsys.readouterr().err
+    assert "nomodel: no such model directory or archive" in capsys.readouterr().err
 
 
 def test_mismatched_options_error_without_traceback(tmp_path, text_file, fixture_dir):
@@ -103,3 +103,38 @@ def test_removed_flags_name_the_new_one(argv, flag, now, capsys):
         cli_main(argv)
     assert raised.value.code == 2
     assert capsys.readouterr().err == f"elmo: error: {flag} was removed: use {now}\n"
+
+
+def test_quiet_and_debug_are_taken_after_the_command_too():
+    from elmo.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["-q", "--debug", "embed", "a", "b"], ["embed", "a", "b", "-q", "--debug"],
+                 ["task", "train", "ner", "--config", "c", "--train", "t", "--dev", "d", "--output", "o", "--quiet"]):
+        args = parser.parse_args(argv)
+        assert args.quiet and (args.debug or argv[0] == "task"), argv
+    args = parser.parse_args(["embed", "a", "b"])
+    assert not args.quiet and not args.debug
+
+
+def test_debug_after_the_command_shows_the_traceback(tmp_path, model_dir):
+    from elmo.errors import ElmoError
+
+    with pytest.raises(ElmoError, match="no such input file"):
+        cli_main(["embed", str(tmp_path / "nope.txt"), str(tmp_path / "o.hdf5"), "--top", "--model", str(model_dir),
+                  "--debug"])
+
+
+def test_record_fields_on_text_input_are_refused_not_ignored(tmp_path, text_file, model_dir, capsys):
+    assert cli_main(["embed", str(text_file), str(tmp_path / "o.hdf5"), "--top", "--model", str(model_dir),
+                     "--text-field", "body"]) == 2
+    assert capsys.readouterr().err == f"elmo: error: --text-field and --id-field name fields of JSONL or Parquet " \
+                                      f"records; {text_file} is read as text (--input-format)\n"
+    assert not (tmp_path / "o.hdf5").exists()
+
+
+def test_models_of_a_family_that_does_not_exist_is_a_usage_error(capsys):
+    assert cli_main(["models", "--family", "nosuch"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # not an empty table
+    assert captured.err.startswith("elmo: error: --family nosuch: no such family (the families: bilm-tf, ")

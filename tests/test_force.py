@@ -119,7 +119,7 @@ def test_train_out(corpus, tmp_path, capsys):
     # a run with checkpoints: a new run says --resume or --force; --resume continues in place
     assert main(_train_args(corpus, out)) == 1
     err = capsys.readouterr().err
-    assert "already holds checkpoints; pass --resume to continue it, or --force to replace it" in err
+    assert err == f"elmo: error: {out}: already holds a run; pass --resume to continue it, or --force to replace it\n"
     assert main(_train_args(corpus, out, "--resume", "--max-steps", "2")) == 0
     assert (out / "checkpoints" / "step-00000002").is_dir()
     # (c) a fresh directory, and an empty one, are fine
@@ -137,7 +137,8 @@ def test_train_force_keeps_the_inputs_it_reads(corpus, tmp_path, capsys):
     args = _train_args(corpus, out, "--force")
     args[args.index("--train") + 1] = str(shard)
     assert main(args) == 1
-    assert f"--force would delete {shard}, an input inside {out}" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"elmo: error: {out}: holds {shard} (--train), an input of this command; " \
+        "--force would delete it: move it first or give another output\n"
     assert shard.is_file() and (out / "notes.txt").is_file()
 
 
@@ -158,7 +159,9 @@ def test_export(corpus, tmp_path, capsys):
     _no_temporaries(tmp_path)
     # never into the run itself, --force or not
     assert main(["export", str(run), str(run), "--force"]) == 1
-    assert "holds the run" in capsys.readouterr().err
+    assert "is also run_dir, an input of this command" in capsys.readouterr().err
+    assert main(["export", str(run), str(tmp_path), "--force"]) == 1  # a directory holding the run
+    assert f"holds {run} (run_dir), an input of this command" in capsys.readouterr().err
     assert (run / "train_config.json").is_file()
 
 

@@ -16,6 +16,7 @@ import elmo.formats.published as published
 from elmo.cli import main
 from elmo.errors import ElmoError
 from elmo.formats.model_files import save_bilm
+from elmo.formats.model_ref import ModelRef
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE
 from tests.cli_commands import commands_with
 from tests.conftest import random_bilm, write_lm_corpus
@@ -62,7 +63,7 @@ def task_model(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_model_option_resolves_names_like_embed(command, task_model, tmp_path, monkeypatch, capsys):
-    """``demo`` reaches the name lookup of ``elmo.formats.published`` (``resolve_model``, what ``elmo embed --model``
+    """``demo`` reaches :meth:`ModelRef.parse` (the one place a spelling becomes a model, what ``elmo embed --model``
     uses) on every command, before any other use of the value; the spy stops the command there."""
     option, args = COMMANDS[command]
     text = tmp_path / "in.txt"
@@ -76,12 +77,12 @@ def test_every_model_option_resolves_names_like_embed(command, task_model, tmp_p
     elif option in args:  # a required option: its placeholder goes
         del args[args.index(option):args.index(option) + 2]
 
-    def spy():
-        raise Resolved("resolved through the shipped models")
+    def spy(cls, model, **given):
+        raise Resolved(f"resolved {model} through ModelRef")
 
-    monkeypatch.setattr(published, "shipped_models", spy)
+    monkeypatch.setattr(ModelRef, "parse", classmethod(spy))
     assert main([*args, option, "demo"]) == 1
-    assert capsys.readouterr().err.strip().endswith("resolved through the shipped models")
+    assert capsys.readouterr().err.strip().endswith("resolved demo through ModelRef")
 
 
 def test_the_demo_is_the_one_model_with_a_softmax():
@@ -170,10 +171,10 @@ def test_a_task_model_records_its_biLM_path_absolute_and_says_where_a_moved_one_
 
     shutil.move(bilm, tmp_path / "moved")
     unseen = tmp_path / "unseen.txt"
-    assert main(["task", "evaluate", "--model", str(tmp_path / "run"), "--input", str(unseen)]) == 1
+    assert main(["task", "evaluate", "--model", str(tmp_path / "run"), "--input", str(unseen), "--force"]) == 1
     assert capsys.readouterr().err == (f"elmo: error: task model {tmp_path / 'run'} was trained with the biLM "
                                        f"{recorded}, which no longer exists; pass --bilm PATH\n")
-    assert _evaluate(tmp_path / "run", capsys, "--bilm", str(tmp_path / "moved"))["sentences"] == 1
+    assert _evaluate(tmp_path / "run", capsys, "--bilm", str(tmp_path / "moved"), "--force")["sentences"] == 1
 
 
 def test_a_published_name_stays_a_name(tmp_path, monkeypatch, capsys):

@@ -144,6 +144,8 @@ def test_the_wheel_holds_the_package_and_says_its_version(installed):
     assert version == f"elmo {elmo.__version__} (pip package {elmo.DISTRIBUTION})"
     assert elmo.__version__ != "unknown"
     assert (Path(where).parent / "pretrained" / "warm" / "warm_text.txt").is_file()  # --initial-state warm's text
+    page = [path.name for path in (REPO / "src" / "elmo" / "serving" / "page").iterdir()]  # elmo serve's page
+    assert page and all((Path(where).parent / "serving" / "page" / name).is_file() for name in page)
 
 
 def test_demo_and_tiny_training_from_outside_the_checkout(installed):

@@ -33,6 +33,7 @@ _PUBLIC = {
     "elmo.formats.hdf5": ("load_hdf5_weights", "save_hdf5_weights"),
     "elmo.formats.hf_folders": ("BiLM", "load_bilm"),  # importing it installs BiLM.save_pretrained/from_pretrained
     "elmo.formats.model_files": ("read_options", "save_bilm"),
+    "elmo.formats.model_ref": ("ModelRef",),
     "elmo.modules": ("Elmo", "ScalarMix", "StatefulBiLM"),
     "elmo.modules.bilm": ("build_bilm",),
     "elmo.precision": ("Precision",),
@@ -52,6 +53,7 @@ __all__ = [
     "Embedder",
     "InputFileError",
     "LSTMConfig",
+    "ModelRef",
     "OutputOptions",
     "Precision",
     "ScalarMix",
@@ -97,6 +99,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from elmo.errors import ConfigError, ElmoError, InputFileError, WeightFileError
     from elmo.formats.hdf5 import load_hdf5_weights, save_hdf5_weights
     from elmo.formats.model_files import load_bilm, read_options, save_bilm
+    from elmo.formats.model_ref import ModelRef
     from elmo.modules import BiLM, Elmo, ScalarMix, StatefulBiLM
     from elmo.modules.bilm import build_bilm
     from elmo.precision import Precision

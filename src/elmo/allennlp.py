@@ -36,7 +36,7 @@ from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.elmo import ElmoHead
 from elmo.modules.sequence import add_sentence_boundaries, mask_from_ids, remove_sentence_boundaries
 from elmo.precision import Precision
-from elmo.runtime.atomic_files import write_atomic
+from elmo.runtime.atomic_files import atomic_file, is_write_failure, write_error
 
 log = logging.getLogger(__name__)
 
@@ -291,17 +291,20 @@ class ElmoEmbedder:
             _check_sentence_keys(keys, name)
         embeddings = self.embed_sentences([sentence.split() for sentence in sentences], batch_size)
 
-        def write(tmp: str) -> None:
-            with h5py.File(tmp, "w") as out:
+        try:  # h5py through a file that keeps a failed write (a full disk) for us to raise, not HDF5's C code
+            with atomic_file(output_file_path) as file, h5py.File(file, "w") as out:
                 out.attrs.update(self._embedder.provenance())  # what made the vectors, as `elmo embed` records it
                 for key, layers in zip(keys, embeddings):  # layers (L + 1, n, 2P)
                     if output_format != "all":  # -> (n, 2P)
                         layers = layers[-1] if output_format == "top" else np.average(layers, axis=0)
                     out.create_dataset(key, data=layers.astype(np.float32))
+                    file.raise_kept()
                 if not forget_sentences and not use_sentence_keys:
                     write_sentence_to_index(out, dict(zip(sentences, keys)))
-
-        write_atomic(output_file_path, write)
+        except Exception as e:
+            if not is_write_failure(e):
+                raise
+            raise write_error(output_file_path, e, "nothing was written there") from e
         input_file.close()
 
 

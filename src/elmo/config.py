@@ -15,6 +15,8 @@ The original TensorFlow code (allenai/bilm-tf) describes a biLM with one JSON fi
 from __future__ import annotations
 
 import copy
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +49,94 @@ _MANYLANGS_KEYS = {"name", "activation", "filters", "n_highway", "word_dim", "ch
 N_CHARACTERS_TRAIN = 261
 N_CHARACTERS_INFERENCE = 262
 
+# ------------------------------------------------------------------ limits
+# Every size a model file declares is checked against these before anything is built or read, so that a file of a
+# few hundred bytes cannot ask for gigabytes. Each is many times the largest published value (in brackets: the
+# original model; ELMoForManyLangs; the 1B Word Benchmark vocabulary); docs/formats.md, "Limits", lists them.
+MAX_LSTM_DIM = 32768
+"""``lstm.dim`` (and ``projection_dim``, which cannot exceed it): cells per layer [4096]."""
+MAX_LSTM_LAYERS = 16
+"""``lstm.n_layers``, per direction [2]."""
+MAX_CONVOLUTIONS = 64
+"""Entries of ``char_cnn.filters`` [7]."""
+MAX_FILTERS = 16384
+"""Filters of one width, and of all widths together [1024; 2048]."""
+MAX_HIGHWAY = 16
+"""``char_cnn.n_highway`` [2]."""
+MAX_EMBEDDING_DIM = 4096
+"""Character embedding size ``char_cnn.embedding.dim`` [16], ELMoForManyLangs' ``char_dim`` [50] and ``word_dim``
+[100]."""
+MAX_CHARACTERS_PER_TOKEN = 256
+"""``max_characters_per_token``, markers included [50]."""
+MAX_VOCABULARY = 10_000_000
+"""Rows of a token table, a softmax or an ELMoForManyLangs dictionary [793,471 words; 140,384 in the largest
+ELMoForManyLangs ``word.dic``]."""
+ACTIVATIONS = ("relu", "tanh")
+
+
+def _shown(value: Any) -> str:
+    """A value as messages quote it, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_integer(value: Any, key: str, low: int, high: int, high_is: str | None = None) -> int:
+    """``value`` as an int in ``low..high``; a float (even 2.0 or 4e6), a bool or a string is one line naming
+    ``key``. ``high_is`` says what ``high`` is when it is not one of this module's limits."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{key}: expected an integer, got {_shown(value)}")
+    if value < low:
+        raise ConfigError(f"{key}: expected an integer >= {low}, got {value}")
+    if value > high:
+        raise ConfigError(f"{key}: {value} exceeds {high_is or f'the limit of {high:,} (docs/formats.md, Limits)'}")
+    return int(value)
+
+
+def check_boolean(value: Any, key: str) -> bool:
+    """``value`` if it is true or false; the string ``"false"`` (which ``bool()`` makes True) or 0/1 is refused."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected true or false, got {_shown(value)}")
+    return value
+
+
+def check_clip(value: Any, key: str) -> float | None:
+    """A clip: None (absent or null: no clip), else a finite number > 0, as a float."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"{key}: expected a positive number or null, got {_shown(value)}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{key}: expected a finite number > 0 or null (no clip), got {value!r}")
+    return float(value)
+
+
+def check_activation(value: Any, key: str) -> str:
+    if value not in ACTIVATIONS or not isinstance(value, str):
+        raise ConfigError(f"{key}: expected 'relu' or 'tanh', got {_shown(value)}")
+    return value
+
+
+def check_filters(value: Any, key: str, max_characters_per_token: int) -> list[tuple[int, int]]:
+    """``[[width, n_filters], ...]``: 1 to MAX_CONVOLUTIONS pairs of integers, each width at most the word length,
+    MAX_FILTERS filters in all."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"{key}: expected a non-empty list of [width, n_filters] pairs, got {_shown(value)}")
+    if len(value) > MAX_CONVOLUTIONS:
+        raise ConfigError(f"{key}: {len(value)} convolutions exceed the limit of {MAX_CONVOLUTIONS} (docs/formats.md, "
+                          "Limits)")
+    filters = []
+    for i, pair in enumerate(value):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ConfigError(f"{key}[{i}]: expected a [width, n_filters] pair, got {_shown(pair)}")
+        filters.append((check_integer(pair[0], f"{key}[{i}] width", 1, max_characters_per_token,
+                                      f"max_characters_per_token {max_characters_per_token}"),
+                        check_integer(pair[1], f"{key}[{i}] n_filters", 1, MAX_FILTERS)))
+    total = sum(n for _, n in filters)
+    if total > MAX_FILTERS:
+        raise ConfigError(f"{key}: {total:,} filters in all exceed the limit of {MAX_FILTERS:,} (docs/formats.md, "
+                          "Limits)")
+    return filters
+
 
 @dataclass
 class CharCNNConfig:
@@ -66,22 +156,14 @@ class CharCNNConfig:
     """262 at inference (id 0 pads), 261 in files written for the original trainer."""
 
     def __post_init__(self) -> None:
-        self.filters = [(int(w), int(n)) for w, n in self.filters]
-        if not self.filters:
-            raise ConfigError("char_cnn.filters: expected at least one [width, n_filters] pair, got none")
-        for width, num in self.filters:
-            if width < 1 or num < 1:
-                raise ConfigError(f"char_cnn.filters: width and count must be positive, got [{width}, {num}]")
-            if width > self.max_characters_per_token:
-                raise ConfigError(
-                    f"char_cnn.filters: width {width} exceeds max_characters_per_token {self.max_characters_per_token}"
-                )
-        if self.activation not in ("relu", "tanh"):
-            raise ConfigError(f"char_cnn.activation: expected 'relu' or 'tanh', got {self.activation!r}")
-        if self.n_characters not in (N_CHARACTERS_TRAIN, N_CHARACTERS_INFERENCE):
-            raise ConfigError(f"char_cnn.n_characters: expected 261 or 262, got {self.n_characters}")
-        if self.max_characters_per_token < 3:
-            raise ConfigError(f"char_cnn.max_characters_per_token: expected >= 3, got {self.max_characters_per_token}")
+        self.max_characters_per_token = check_integer(self.max_characters_per_token,
+                                                      "char_cnn.max_characters_per_token", 3, MAX_CHARACTERS_PER_TOKEN)
+        self.filters = check_filters(self.filters, "char_cnn.filters", self.max_characters_per_token)
+        self.embedding_dim = check_integer(self.embedding_dim, "char_cnn.embedding.dim", 1, MAX_EMBEDDING_DIM)
+        self.n_highway = check_integer(self.n_highway, "char_cnn.n_highway", 0, MAX_HIGHWAY)
+        self.activation = check_activation(self.activation, "char_cnn.activation")
+        self.n_characters = check_integer(self.n_characters, "char_cnn.n_characters", N_CHARACTERS_TRAIN,
+                                          N_CHARACTERS_INFERENCE, "262 (expected 261 or 262)")
 
     @property
     def n_filters(self) -> int:
@@ -112,27 +194,23 @@ class ManyLangsTokenConfig:
     """Rows of the word embedding (entries of word.dic)."""
 
     def __post_init__(self) -> None:
-        self.filters = [(int(w), int(n)) for w, n in self.filters]
-        for name in ("char_dim", "word_dim", "n_highway", "n_characters", "n_words"):
-            if int(getattr(self, name)) < 0:
-                raise ConfigError(f"{MANYLANGS_KEY}.{name}: expected >= 0, got {getattr(self, name)}")
+        key = MANYLANGS_KEY
+        self.max_characters_per_token = check_integer(self.max_characters_per_token, f"{key}.max_characters_per_token",
+                                                      3, MAX_CHARACTERS_PER_TOKEN)
+        for name, high in (("char_dim", MAX_EMBEDDING_DIM), ("word_dim", MAX_EMBEDDING_DIM), ("n_highway", MAX_HIGHWAY),
+                           ("n_characters", MAX_VOCABULARY), ("n_words", MAX_VOCABULARY)):
+            setattr(self, name, check_integer(getattr(self, name), f"{key}.{name}", 0, high))
+        self.activation = check_activation(self.activation, f"{key}.activation")
         if self.char_dim == 0 and self.word_dim == 0:
-            raise ConfigError(f"{MANYLANGS_KEY}: char_dim and word_dim are both 0 (no token input)")
+            raise ConfigError(f"{key}: char_dim and word_dim are both 0 (no token input)")
         if self.char_dim > 0:
-            if not self.filters:
-                raise ConfigError(f"{MANYLANGS_KEY}.filters: expected at least one [width, n_filters] pair")
-            for width, num in self.filters:
-                if width < 1 or num < 1 or width > self.max_characters_per_token:
-                    raise ConfigError(f"{MANYLANGS_KEY}.filters: bad [width, n_filters] pair [{width}, {num}]")
+            self.filters = check_filters(self.filters, f"{key}.filters", self.max_characters_per_token)
             if self.n_characters < 1:
-                raise ConfigError(f"{MANYLANGS_KEY}.n_characters: a char_dim > 0 needs the character table size")
+                raise ConfigError(f"{key}.n_characters: a char_dim > 0 needs the character table size")
+        else:
+            self.filters = [tuple(f) for f in self.filters] if isinstance(self.filters, (list, tuple)) else []
         if self.word_dim > 0 and self.n_words < 1:
-            raise ConfigError(f"{MANYLANGS_KEY}.n_words: a word_dim > 0 needs the word table size")
-        if self.activation not in ("relu", "tanh"):
-            raise ConfigError(f"{MANYLANGS_KEY}.activation: expected 'relu' or 'tanh', got {self.activation!r}")
-        if self.max_characters_per_token < 3:
-            raise ConfigError(f"{MANYLANGS_KEY}.max_characters_per_token: expected >= 3, "
-                              f"got {self.max_characters_per_token}")
+            raise ConfigError(f"{key}.n_words: a word_dim > 0 needs the word table size")
 
     @property
     def n_filters(self) -> int:
@@ -158,11 +236,10 @@ class ManyLangsTokenConfig:
         if options.get("name", "cnn") != "cnn":
             raise ConfigError(f"{MANYLANGS_KEY}.name: only the 'cnn' token embedder is supported, "
                               f"got {options.get('name')!r}")
-        return cls(filters=[tuple(f) for f in options.get("filters", [])], char_dim=int(options["char_dim"]),
-                   word_dim=int(options["word_dim"]), n_highway=int(options.get("n_highway", 0)),
-                   activation=options.get("activation", "relu"),
-                   max_characters_per_token=int(options.get("max_characters_per_token", 50)),
-                   n_characters=int(options.get("n_characters", 0)), n_words=int(options.get("n_words", 0)))
+        return cls(filters=options.get("filters", []), char_dim=options["char_dim"], word_dim=options["word_dim"],
+                   n_highway=options.get("n_highway", 0), activation=options.get("activation", "relu"),
+                   max_characters_per_token=options.get("max_characters_per_token", 50),
+                   n_characters=options.get("n_characters", 0), n_words=options.get("n_words", 0))
 
 
 @dataclass
@@ -182,9 +259,12 @@ class LSTMConfig:
     """Residual connection around every layer but the first."""
 
     def __post_init__(self) -> None:
-        for name in ("dim", "projection_dim", "n_layers"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"lstm.{name}: expected a positive integer, got {getattr(self, name)}")
+        self.dim = check_integer(self.dim, "lstm.dim", 1, MAX_LSTM_DIM)
+        self.projection_dim = check_integer(self.projection_dim, "lstm.projection_dim", 1, MAX_LSTM_DIM)
+        self.n_layers = check_integer(self.n_layers, "lstm.n_layers", 1, MAX_LSTM_LAYERS)
+        self.cell_clip = check_clip(self.cell_clip, "lstm.cell_clip")
+        self.proj_clip = check_clip(self.proj_clip, "lstm.proj_clip")
+        self.use_skip_connections = check_boolean(self.use_skip_connections, "lstm.use_skip_connections")
         if self.projection_dim > self.dim:
             raise ConfigError(f"lstm.projection_dim ({self.projection_dim}) cannot exceed lstm.dim ({self.dim})")
 
@@ -238,12 +318,12 @@ class BiLMConfig:
                 raise ConfigError(f"{source}: missing required key 'lstm.{key}'")
         try:
             lstm = LSTMConfig(
-                dim=int(lstm_opts["dim"]),
-                projection_dim=int(lstm_opts["projection_dim"]),
-                n_layers=int(lstm_opts["n_layers"]),
-                cell_clip=_optional_float(lstm_opts.get("cell_clip")),
-                proj_clip=_optional_float(lstm_opts.get("proj_clip")),
-                use_skip_connections=bool(lstm_opts.get("use_skip_connections", False)),
+                dim=lstm_opts["dim"],
+                projection_dim=lstm_opts["projection_dim"],
+                n_layers=lstm_opts["n_layers"],
+                cell_clip=lstm_opts.get("cell_clip"),
+                proj_clip=lstm_opts.get("proj_clip"),
+                use_skip_connections=_unless_null(lstm_opts.get("use_skip_connections"), False),
             )
             char_cnn = None
             if "char_cnn" in options:
@@ -252,13 +332,16 @@ class BiLMConfig:
                 for key in ("filters", "embedding"):
                     if key not in cnn:
                         raise ConfigError(f"{source}: missing required key 'char_cnn.{key}'")
+                check_keys(cnn["embedding"], {"dim"}, source, "char_cnn.embedding.")
+                if "dim" not in cnn["embedding"]:
+                    raise ConfigError(f"{source}: missing required key 'char_cnn.embedding.dim'")
                 char_cnn = CharCNNConfig(
-                    filters=[tuple(f) for f in cnn["filters"]],
-                    embedding_dim=int(cnn["embedding"]["dim"]),
-                    n_highway=int(cnn.get("n_highway") or 0),
+                    filters=cnn["filters"],
+                    embedding_dim=cnn["embedding"]["dim"],
+                    n_highway=_unless_null(cnn.get("n_highway"), 0),
                     activation=cnn.get("activation", "relu"),
-                    max_characters_per_token=int(cnn.get("max_characters_per_token", 50)),
-                    n_characters=int(cnn.get("n_characters", N_CHARACTERS_INFERENCE)),
+                    max_characters_per_token=cnn.get("max_characters_per_token", 50),
+                    n_characters=cnn.get("n_characters", N_CHARACTERS_INFERENCE),
                 )
             manylangs = None
             if MANYLANGS_KEY in options:
@@ -266,11 +349,13 @@ class BiLMConfig:
                     raise ConfigError(f"'char_cnn' and '{MANYLANGS_KEY}' exclude each other")
                 check_keys(options[MANYLANGS_KEY], _MANYLANGS_KEYS, source, f"{MANYLANGS_KEY}.")
                 manylangs = ManyLangsTokenConfig.from_options(options[MANYLANGS_KEY])
+            bidirectional = check_boolean(options.get("bidirectional", True), "bidirectional")
         except ConfigError as e:
+            if str(e).startswith(f"{source}: "):
+                raise
             raise ConfigError(f"{source}: {e}") from e
         except (TypeError, ValueError, KeyError) as e:
             raise ConfigError(f"{source}: malformed value ({e})") from e
-        bidirectional = bool(options.get("bidirectional", True))
         if not bidirectional:
             raise ConfigError(f"{source}: 'bidirectional': false (a one-direction LM) is not supported")
         training = {k: copy.deepcopy(v) for k, v in options.items() if k in TRAINING_KEYS}
@@ -306,8 +391,9 @@ class BiLMConfig:
         return options
 
 
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _unless_null(value: Any, default: Any) -> Any:
+    """bilm-tf reads an absent key and a null alike (``options.get(key)``: no highway layers, no residual)."""
+    return default if value is None else value
 
 
 def _plain_number(value: float | None) -> float | int | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,8 +30,7 @@ from elmo.config import BiLMConfig
 from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, ElmoError
-from elmo.formats.model_files import load_bilm
-from elmo.formats.published import is_model_name, model_reference, resolve_model, shipped_models
+from elmo.formats.model_ref import ModelRef
 from elmo.manylangs_vocab import ManyLangsLexicon
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.token_vectors import TOKEN_ENCODERS
@@ -101,19 +99,21 @@ class ELMoEmbeddings(TokenEmbeddings):
     """
 
     def __init__(
-        self, model: str | os.PathLike | BiLM = "demo", output: str = "all", precision: str | Precision = "fp32",
-        batch_size: int | None = None, device: str | None = None, name: str | None = None,
+        self, model: ModelRef | str | os.PathLike | BiLM = "demo", output: str = "all",
+        precision: str | Precision = "fp32", batch_size: int | None = None, device: str | None = None,
+        name: str | None = None,
     ) -> None:
         self.options = FlairEmbeddingOptions(model, output, precision, batch_size, device)
         if isinstance(model, BiLM):
             bilm, self.model_reference = model, "a BiLM given in Python"
         else:
-            bilm, self.model_reference = _load(model), model_reference(model)
+            ref = _model_ref(model)
+            bilm, self.model_reference = ref.load(), ref.record
         if not isinstance(bilm.token_encoder, TOKEN_ENCODERS) or bilm.config is None:
             raise ConfigError(f"ELMoEmbeddings: {self.model_reference} is not a character-input biLM (a model read "
                               "with an embedding_file has no characters to embed Flair's tokens with)")
         super().__init__()
-        label = "elmo" if isinstance(model, BiLM) else Path(str(model)).name or str(model)
+        label = "elmo" if isinstance(model, BiLM) else ref.label
         self.name = name or f"elmo-{label}" + ("" if output == "all" else f"-{output}")
         self.static_embeddings = True
         self.bilm = bilm.requires_grad_(False).eval()
@@ -216,17 +216,13 @@ class ELMoEmbeddings(TokenEmbeddings):
         return self.name
 
 
-def _load(model: str | os.PathLike) -> BiLM:
-    """Any spelling ``elmo embed --model`` takes; a path that is not there (a model moved since) or an unknown name
-    is one line that says which, before resolve_model would try a download."""
-    path = Path(model).expanduser()
-    if not (path.is_dir() or path.is_file()) and not is_model_name(model):
-        shipped = ", ".join(sorted(shipped_models()))
-        looks_like_path = "/" in str(model) or os.sep in str(model)
-        what = "no such model directory or archive (moved or deleted?)" if looks_like_path else "no such model"
-        raise ConfigError(f"ELMoEmbeddings: model {str(model)!r}: {what}; give a model directory or archive, a "
-                          f"shipped model ({shipped}) or a published name (`elmo models` lists them)")
-    return load_bilm(resolve_model(model))
+def _model_ref(model: ModelRef | str | os.PathLike) -> ModelRef:
+    """Any spelling ``elmo embed --model`` takes; one that names nothing (a model moved since the tagger was saved,
+    an unknown name) is the one line that says so, before any download."""
+    try:
+        return ModelRef.parse(model)
+    except ElmoError as e:
+        raise type(e)(f"ELMoEmbeddings: {e}") from None
 
 
 def _token_vectors(selected: np.ndarray, output: str) -> np.ndarray:

@@ -24,8 +24,7 @@ from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, InputFileError
-from elmo.formats.model_files import load_bilm
-from elmo.formats.published import model_reference, resolve_model
+from elmo.formats.model_ref import ModelRef
 from elmo.runtime.extras import require
 from elmo.settings import SettingError, check_settings, setting, split_settings
 
@@ -62,13 +61,13 @@ class ElmoPredictor:
     cores they share.
     """
 
-    def __init__(self, model: str = "demo", *, device: str | None = None, **settings: Any) -> None:
+    def __init__(self, model: ModelRef | str = "demo", *, device: str | None = None, **settings: Any) -> None:
         try:
             self._load(model, device, settings)
         except SettingError as e:  # its constructor takes the setting's parts, which Ray cannot rebuild in the driver
             raise ConfigError(f"ElmoPredictor: {e}") from None
 
-    def _load(self, model: str, device: str | None, settings: dict[str, Any]) -> None:
+    def _load(self, model: ModelRef | str, device: str | None, settings: dict[str, Any]) -> None:
         selection, options, columns = split_settings(settings, (VectorSelection, EmbedOptions, InputColumns),
                                                      "ElmoPredictor")
         self.selection = VectorSelection(**selection)
@@ -78,8 +77,8 @@ class ElmoPredictor:
             raise ConfigError("ElmoPredictor: initial_state carry needs the sentences in file order, which a "
                               "distributed dataset does not keep; use zero or warm")
         threads_from_ray_allotment(require("ray", "ray", "elmo.ray.ElmoPredictor"))
-        self.embedder = Embedder(load_bilm(resolve_model(model)), options, device=device,
-                                 model_name=model_reference(model))
+        ref = ModelRef.parse(model)
+        self.embedder = Embedder(ref.load(), options, device=device, model_name=ref.record)
         self.selection.check_model(self.embedder.num_layers)
 
     def __call__(self, batch: Any) -> Any:

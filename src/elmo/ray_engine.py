@@ -24,6 +24,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import re
 import resource
 import socket
 from collections.abc import Iterable, Iterator
@@ -41,6 +42,7 @@ from elmo.embedding.parquet_output import ShardFiles
 from elmo.embedding.parts import Parts
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, ElmoError
+from elmo.formats.model_ref import ModelRef
 from elmo.precision import Precision
 from elmo.runtime.extras import require
 
@@ -55,37 +57,22 @@ START_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True)
 class WorkerModel:
-    """What each worker loads: the model (``model`` and ``checkpoint``, any ``--model`` spelling, resolved on the
-    worker's node; or ``options_file`` + ``weight_file``; paths absolute), how it runs, the ``--align`` matrix, and
-    the name the output records."""
+    """What each worker loads: the model (a :class:`~elmo.formats.model_ref.ModelRef`, resolved on the worker's
+    node: a published model is downloaded into that node's cache), how it runs, and the ``--align`` matrix (an
+    absolute path)."""
 
     options: EmbedOptions
-    model: str = "demo"
-    checkpoint: str | None = None
-    options_file: str | None = None
-    weight_file: str | None = None
+    model: ModelRef
     device: str | None = None
     align: str | None = None
-    model_name: str | None = None
 
     def check(self) -> None:
-        """In the driver, before Ray starts: a path that names nothing, or a name that is not a model, is the one
-        line ``elmo embed`` gives (a published model is downloaded by the workers, into their node's cache)."""
-        from elmo.formats.published import is_model_name, resolve_model
-
-        for path in (self.options_file, self.weight_file, self.align):
-            if path is not None and not Path(path).is_file():
-                raise ElmoError(f"{path}: no such file")
-        if self.weight_file is None and not Path(self.model).expanduser().exists() and not is_model_name(self.model):
-            resolve_model(self.model)  # raises the error line that names what --model takes
+        """In the driver, before Ray starts: a file that is not there is the line ``elmo embed`` gives."""
+        if self.align is not None and not Path(self.align).is_file():
+            raise ElmoError(f"{self.align}: no such file")
 
     def load(self) -> Any:
-        from elmo.formats.model_files import load_bilm
-        from elmo.formats.published import resolve_model
-
-        if self.weight_file is not None:
-            return load_bilm(options_file=self.options_file, weight_file=self.weight_file)
-        return load_bilm(resolve_model(self.model), checkpoint=self.checkpoint)
+        return self.model.load()
 
 
 class ChunkWorker:
@@ -102,7 +89,7 @@ class ChunkWorker:
             bilm = spec.load()
             alignment = read_alignment(spec.align, bilm.output_dim) if spec.align else None
             self.embedder = Embedder(bilm, spec.options, device=spec.device, alignment=alignment,
-                                     model_name=spec.model_name or spec.model)
+                                     model_name=spec.model.label)
         except ElmoError as e:  # raised by describe(): a task's error reaches the driver whole, an actor's does not
             self.failed = e
 
@@ -176,7 +163,7 @@ class RayWorkers:
         remote = ray.remote(num_cpus=share, num_gpus=1 if gpu else 0, max_restarts=MAX_RETRIES,
                             max_task_retries=MAX_RETRIES)(ChunkWorker)
         log.info("starting %d Ray workers (%d CPU%s%s each) of %s", workers, share, "s" if share > 1 else "",
-                 " and 1 GPU" if gpu else "", self.spec.model)
+                 " and 1 GPU" if gpu else "", self.spec.model.label)
         self.actors = [remote.remote(self.spec) for _ in range(workers)]
         pending = {actor.describe.remote(): actor for actor in self.actors}
         ready, waiting = ray.wait(list(pending), num_returns=len(pending), timeout=START_TIMEOUT_S)
@@ -282,6 +269,14 @@ def ray_session(ray: Any, address: str | None) -> Iterator[None]:
     if ray.is_initialized():  # a Python caller's own session: use it as it is
         yield
         return
+    with ExitStack() as session:
+        session.enter_context(ray_errors_to_the_log())
+        _start_ray(ray, address)
+        session.callback(ray.shutdown)
+        yield
+
+
+def _start_ray(ray: Any, address: str | None) -> None:
     if address is None:
         with loopback_only(ray):
             ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False, log_to_driver=False,
@@ -292,10 +287,30 @@ def ray_session(ray: Any, address: str | None) -> Iterator[None]:
         except ConnectionError as e:
             raise ElmoError(f"--address {address}: no Ray cluster found ({str(e).splitlines()[0]}); start one with "
                             "`ray start --head`, or drop --address to run one on this machine for this run") from None
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@contextmanager
+def ray_errors_to_the_log() -> Iterator[None]:
+    """The driver of a Ray session prints every error its raylet reports (a worker killed, "There are 2 retries
+    remaining, so the task will be retried"), in colour, to stdout, from a thread ``ray.init`` starts, whatever
+    ``log_to_driver`` says. A run of ours says itself what matters (a worker that stays dead is one error line), so
+    those lines go to this module's log at DEBUG instead, without the colour codes (``log_to_driver=False`` keeps
+    the workers' own output away too)."""
+    worker = importlib.import_module("ray._private.worker")  # no public switch; the name its thread calls
+    printed = worker.print_to_stdstream
+
+    def to_the_log(data: dict, ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", []):
+            log.debug("ray (%s): %s", data.get("pid"), ANSI_ESCAPE.sub("", str(line)))
+
+    worker.print_to_stdstream = to_the_log
     try:
         yield
     finally:
-        ray.shutdown()
+        worker.print_to_stdstream = printed
 
 
 def _check_reachable(ray: Any, address: str) -> None:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from elmo.errors import InputFileError
+from elmo.runtime.atomic_files import first_line
 from elmo.runtime.extras import require
-from elmo.runtime.text_files import check_input, display_name, raw_lines, read_text_lines
+from elmo.runtime.text_files import check_input, display_name, json_limit, raw_lines, read_text_lines
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 """File names JSON Lines input is recognised by (``.gz`` after them too)."""
@@ -67,6 +68,8 @@ def read_jsonl(path: str | os.PathLike, text_field: str = "text", id_field: str 
             record = json.loads(text)
         except json.JSONDecodeError as e:
             raise InputFileError(f"{name}:{number}: not a JSON object ({e.msg} at column {e.colno})") from None
+        except (RecursionError, ValueError) as e:
+            raise InputFileError(f"{name}:{number}: not a JSON object ({json_limit(e)})") from None
         if not isinstance(record, dict):
             raise InputFileError(f"{name}:{number}: not a JSON object (a JSON {type(record).__name__})")
         where = f"{name}:{number}"
@@ -92,14 +95,29 @@ def read_parquet_records(path: str | os.PathLike, text_field: str = "text", id_f
                                  f"column with {flag}")
     wanted = [text_field] + ([id_field] if id_field is not None and id_field != text_field else [])
     index, seen = 0, {}
-    for batch in table.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
-        rows = batch.to_pydict()
-        for text, key in zip(rows[text_field], rows[id_field] if id_field else [None] * batch.num_rows):
+    for rows in _batches(table, wanted, name, lambda: index):
+        for text, key in zip(rows[text_field], rows[id_field] if id_field else [None] * len(rows[text_field])):
             where = f"{name}: row {index}"
             record = {text_field: text} | ({id_field: key} if id_field else {})
             yield Record(index, _tokens(text, text_field, where, True, split), index + 1,
                          _key(record, id_field, where, seen, f"row {index}"))
             index += 1
+
+
+def _batches(table: Any, columns: list[str], name: str, row: Callable[[], int]) -> Iterator[dict[str, list]]:
+    """The file's record batches as columns of Python values; damaged data (pyarrow raises its own errors, or OSError,
+    as it decodes each page) is one line naming the file and the row it reached."""
+    arrow = require("pyarrow", "parquet", "elmo embed of a Parquet file")
+    batches = table.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            rows = batch.to_pydict()
+        except (arrow.ArrowException, OSError) as e:
+            raise InputFileError(f"{name}: damaged Parquet data at row {row()} ({first_line(e)})") from None
+        yield rows
 
 
 def count_records(path: str | os.PathLike, input_format: str) -> int | None:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from elmo.conllu import read_conllu
-from elmo.errors import ConfigError
+from elmo.errors import ConfigError, reading
 from elmo.fasta import is_fasta_name, read_fasta
 from elmo.records import count_records, read_jsonl, read_parquet_records, record_format_of
 from elmo.runtime.text_files import is_stream, raw_lines, read_text_lines
@@ -110,9 +110,10 @@ def read_sentences(
                  for record in read_fasta(path, errors, advice or "fix the file or pass --errors replace"))
     else:
         lines = (Line(sentence.index, sentence.forms, sentence.line) for sentence in read_conllu(path, errors))
-    for line in lines:
-        if line.tokens or not skip_blank:
-            yield line
+    with reading(path, "input file"):  # the safety net: anything a reader lets through is one line naming the file
+        for line in lines:
+            if line.tokens or not skip_blank:
+                yield line
 
 
 def _characters(text: str) -> list[str]:

@@ -103,6 +103,13 @@ def check_settings(obj: Any, prefix: str = "") -> None:
             object.__setattr__(obj, field.name, new)
 
 
+def check_value(spec: Setting, value: Any) -> None:
+    """The checks of ``spec`` that one value fails on its own (its type's range, the setting's own check), raising
+    ``ValueError`` with the problem: what the CLI runs as it parses a flag, so that a bad value is a usage error (exit
+    status 2) like any other argument mistake. Choices are left to the caller (argparse lists them)."""
+    _checked(dataclasses.replace(spec, choices=None), type(value).__name__, value)
+
+
 def _checked(spec: Setting, kind: Any, value: Any) -> Any:
     annotation = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
     if value is None and spec.default is None:
@@ -114,8 +121,8 @@ def _checked(spec: Setting, kind: Any, value: Any) -> Any:
     if annotation.startswith("float"):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ValueError(f"must be a finite number, got {value!r}")
+        if not _finite(value):
+            raise ValueError(f"must be a finite number, got {_shown(value)}")
     if spec.choices is not None and value not in spec.choices:
         raise ValueError(f"must be one of {', '.join(map(str, spec.choices))}; got {value!r}")
     return value if spec.check is None else spec.check(value)
@@ -146,19 +153,31 @@ def greater_than(minimum: float) -> Check:
     return check
 
 
-def fraction(upper_open: bool = True) -> Check:
-    """A number in [0, 1) (dropout, probabilities of a change), or [0, 1] with ``upper_open=False``."""
+def fraction(upper_open: bool = True, lower_open: bool = False) -> Check:
+    """A number in [0, 1) (dropout, probabilities of a change), or [0, 1] with ``upper_open=False``; ``lower_open``:
+    0 excluded (a share of the data)."""
 
     def check(value: Any) -> Any:
-        if not _finite(value) or value < 0 or (value >= 1 if upper_open else value > 1):
-            raise ValueError(f"must be in [0, 1{')' if upper_open else ']'}, got {value!r}")
+        if not _finite(value) or (value <= 0 if lower_open else value < 0) or (value >= 1 if upper_open else value > 1):
+            raise ValueError(f"must be in {'(' if lower_open else '['}0, 1{')' if upper_open else ']'}, got {value!r}")
         return value
 
     return check
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float (JSON allows 1 followed by 400 zeros)
+        return False
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: a number of hundreds of digits cut to its start."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:32]}... ({len(text)} characters)"
 
 
 # ------------------------------------------------------------------ config files

@@ -31,6 +31,10 @@ MAX_BATCH_TOKENS = Setting(
 PROGRESS = Setting(None, "progress bar (default: on when stderr is a terminal)")
 """None: decided by whether stderr is a terminal (:func:`elmo.runtime.progress.show_progress`)."""
 
+FORCE = Setting(False, "replace what the output path already holds (without it, an existing file or non-empty "
+                "directory is refused before any work; an input is never replaced)")
+"""The one flag that lets a command replace an existing output (``elmo.cli.outputs``); ``--overwrite`` is retired."""
+
 SEED = Setting(0, "seed for initialisation, shuffling, sampling and dropout", check=at_least(0))
 
 INITIAL_STATE = Setting(

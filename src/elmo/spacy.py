@@ -108,6 +108,7 @@ class ElmoComponent:
         self.options = options  # EmbedOptions
         self._bilm: BiLM | None = None
         self._embedder: Embedder | None = None
+        self._model_record = settings.model  # what the vectors' provenance names: ModelRef.record once loaded
 
     # ------------------------------------------------------------------ the model, loaded on first use
 
@@ -123,24 +124,20 @@ class ElmoComponent:
         if self._embedder is None:
             from elmo.embedding.embedder import Embedder
 
-            self._embedder = Embedder(self.bilm, self.options, model_name=self.settings.model)
+            bilm = self.bilm
+            self._embedder = Embedder(bilm, self.options, model_name=self._model_record)
         return self._embedder
 
     def _load_model(self) -> BiLM:
-        from elmo.formats.model_files import load_bilm
-        from elmo.formats.published import read_registry, resolve_model, shipped_models
+        from elmo.formats.model_ref import ModelRef
 
-        spelling = self.settings.model
-        if not Path(spelling).expanduser().exists():
-            shipped = shipped_models()
-            if spelling not in shipped and spelling not in read_registry():
-                raise ConfigError(
-                    f"spaCy component '{self.name}': model {spelling!r} is neither a model directory, a model archive, "
-                    f"a shipped model ({', '.join(sorted(shipped))}) nor a published model (`elmo models` lists them)")
         try:
-            return load_bilm(resolve_model(spelling))
+            ref = ModelRef.parse(self.settings.model)
+            bilm = ref.load()
         except ElmoError as e:
             raise type(e)(f"spaCy component '{self.name}': {e}") from None
+        self._model_record = ref.record
+        return bilm
 
     def initialize(self, get_examples: Any = None, *, nlp: Language | None = None) -> None:
         """``nlp.initialize()``: load the weights now (a wrong ``model`` fails here rather than at the first doc).

@@ -12,7 +12,8 @@ on the driver, so a typo is one line before Spark runs anything.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,7 @@ from elmo.embedding.contract import embed_in_order
 from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, InputFileError
-from elmo.formats.model_files import read_model_config
-from elmo.formats.published import is_model_name, model_reference, resolve_model, shipped_models
+from elmo.formats.model_ref import ModelRef
 from elmo.runtime.extras import require
 from elmo.settings import split_settings
 
@@ -30,7 +30,7 @@ OUTPUT_FIELD = "vectors"
 """The struct field that carries nested outputs through ``predict_batch_udf`` (see :func:`elmo_udf`)."""
 
 
-def elmo_udf(model: str = "demo", *, device: str | None = None, **settings: Any) -> Any:
+def elmo_udf(model: ModelRef | str = "demo", *, device: str | None = None, **settings: Any) -> Any:
     """A column function: a string column of whitespace-tokenised text -> its ELMo vectors, one row per row.
 
     ``settings``: the fields of :class:`~elmo.embedding.selection.VectorSelection` (``layer``, ``pool``,
@@ -48,22 +48,22 @@ def elmo_udf(model: str = "demo", *, device: str | None = None, **settings: Any)
     if options.stateful:
         raise ConfigError("elmo_udf: initial_state carry needs the sentences in file order, which Spark's "
                           "partitions do not keep; use zero or warm")
-    _check_model(model, selection)
+    ref = ModelRef.parse(model)  # a spelling that names nothing is refused now, on the driver
+    if ref.is_local:  # a published model not yet downloaded is fetched by the workers, not here
+        selection.check_model(ref.read_config().num_layers)
     functions = require("pyspark.ml.functions", "spark", "elmo.spark.elmo_udf")
     types = require("pyspark.sql.types", "spark", "elmo.spark.elmo_udf")
+    _local_workers_run_this_python()
     depth = len(selection.shape(2, 1)) + (0 if selection.pooled else 1)  # array levels of one row's output
     return_type = types.FloatType()
     for _ in range(depth):
         return_type = types.ArrayType(return_type)
-    reference = model_reference(model)
-
     def make_predict_fn() -> Any:
         """In a Python worker, once: the model and the function that embeds a batch of rows."""
         from elmo.embedding.embedder import Embedder
-        from elmo.formats.model_files import load_bilm
 
         _threads_from_task_cpus()
-        embedder = Embedder(load_bilm(resolve_model(model)), options, device=device, model_name=reference)
+        embedder = Embedder(ref.load(), options, device=device, model_name=ref.record)
 
         def predict(texts: np.ndarray) -> Any:  # (rows,) object array of str
             sentences = [_text_of(text, i).split() for i, text in enumerate(texts)]
@@ -88,15 +88,6 @@ def elmo_udf(model: str = "demo", *, device: str | None = None, **settings: Any)
     return column
 
 
-def _check_model(model: str, selection: VectorSelection) -> None:
-    """On the driver: a spelling that names nothing is refused now; a local model's layers are checked against
-    ``layer`` and ``mix_weights`` (a published model not yet downloaded is fetched by the workers, not here)."""
-    if Path(model).expanduser().exists() or str(model) in shipped_models():
-        selection.check_model(read_model_config(resolve_model(model)).num_layers)
-    elif not is_model_name(model):
-        resolve_model(model)  # raises its one line: neither a directory, an archive nor a published model
-
-
 def _text_of(text: Any, index: int) -> str:
     if not isinstance(text, str):
         raise InputFileError(f"elmo_udf: row {index} of a batch is {text!r}, not a string; drop or fill missing "
@@ -113,6 +104,18 @@ def _nested(array: np.ndarray) -> np.ndarray:
     for i, sub in enumerate(array):
         out[i] = _nested(sub)
     return out
+
+
+def _local_workers_run_this_python() -> None:
+    """Spark starts its Python workers with ``$PYSPARK_PYTHON``, else whatever ``python3`` is first on PATH: from a
+    virtual environment that is not activated, a Python without torch or this package, and every task fails. A local
+    master (``local[N]``) runs its workers on this machine, so unless ``PYSPARK_PYTHON`` says otherwise they run this
+    interpreter; a cluster's executors keep Spark's own choice (their Python is theirs to set)."""
+    if os.environ.get("PYSPARK_PYTHON"):
+        return
+    context = require("pyspark", "spark", "elmo.spark.elmo_udf").SparkContext._active_spark_context
+    if context is not None and context.master.startswith("local") and context.pythonExec != sys.executable:
+        context.pythonExec = sys.executable  # read when a column function is applied, which comes after this call
 
 
 def _threads_from_task_cpus() -> None:

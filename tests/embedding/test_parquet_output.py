@@ -190,11 +190,14 @@ def _dies_on_the_second_chunk(real):
     return embed
 
 
-def test_a_rerun_without_resume_replaces_the_earlier_shards(text, tmp_path):
+def test_a_rerun_replaces_the_earlier_shards_only_with_force(text, tmp_path, capsys):
     out = tmp_path / "out"
     assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--chunk-size", "1") == 0
     assert len(list(out.glob("part-*.parquet"))) == 6
-    assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--chunk-size", "4") == 0
+    assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--chunk-size", "4") == 1
+    assert _error(capsys) == f"elmo: error: {out} exists and is not empty; pass --force to replace it"
+    assert len(list(out.glob("part-*.parquet"))) == 6
+    assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--chunk-size", "4", "--force") == 0
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "part-00000.parquet", "part-00001.parquet"]
     assert _rows(out)[0] == list(range(len(LINES)))  # never two runs mixed
 
@@ -211,10 +214,10 @@ def test_bad_input_is_one_line_and_leaves_no_shards(tmp_path, capsys):
 
 @pytest.mark.parametrize("prepare, flags, message", [
     (lambda out: out.mkdir() or (out / "notes.txt").write_text("mine"), [],
-     "exists, is not empty and holds no elmo Parquet output (_manifest.json)"),
+     "exists and is not empty; pass --force to replace it"),
     (lambda out: out.write_text("a file"), [], "exists and is not a directory"),
     (lambda out: out.mkdir() or (out / "_manifest.json").write_text("{}"), [],
-     "holds no elmo Parquet output (_manifest.json)"),  # another tool's manifest is not ours to replace
+     "exists and is not empty; pass --force"),  # another tool's manifest is not ours to replace unasked
     (lambda out: None, ["--matrix"], "--matrix is a layout of HDF5 output"),
 ])
 def test_unusable_outputs_are_one_line_before_any_work(text, tmp_path, capsys, prepare, flags, message):
@@ -225,11 +228,11 @@ def test_unusable_outputs_are_one_line_before_any_work(text, tmp_path, capsys, p
     assert not list(out.glob("part-*")) if out.is_dir() else True
 
 
-def test_overwrite_writes_into_a_directory_of_other_files(text, tmp_path):
+def test_force_writes_into_a_directory_of_other_files(text, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--overwrite") == 0
+    assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--force") == 0
     assert (out / "notes.txt").read_text() == "mine" and _manifest(out)["complete"] is True
 
 

@@ -12,6 +12,8 @@ import h5py
 import pytest
 
 from elmo.cli import main
+from elmo.embedding.parts import check_paths
+from elmo.errors import ElmoError
 from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm
 
@@ -40,22 +42,31 @@ def test_the_input_is_never_the_output(tmp_path, model_dir, capsys, link):
         out.symlink_to(text)
     elif link == "hardlink":
         os.link(text, out)
-    assert _embed(text, out, model_dir, "--overwrite") == 1
-    assert _error(capsys) == f"elmo: error: {out}: is the input file; writing to it would destroy the text: give " \
-                             "another name"
+    assert _embed(text, out, model_dir, "--force") == 1
+    assert _error(capsys) == f"elmo: error: {out}: is also input, an input of this command; writing there would " \
+                             "destroy it: give another output"
     assert text.read_text() == "the cat sat .\n"
+    with pytest.raises(ElmoError, match="is the input file; writing to it would destroy the text"):
+        check_paths(text, out, force=True)  # the Python API's own check says the same
 
 
-def test_an_existing_file_that_is_not_hdf5_needs_overwrite(tmp_path, model_dir, capsys):
+def test_an_existing_output_needs_force(tmp_path, model_dir, capsys):
     text, out = tmp_path / "in.txt", tmp_path / "notes.txt"
     text.write_text("the cat\n")
     out.write_text("keep me\n")
     assert _embed(text, out, model_dir) == 1
-    assert _error(capsys) == f"elmo: error: {out}: exists and is not an HDF5 file; pass --overwrite to replace it"
+    assert _error(capsys) == f"elmo: error: {out} exists; pass --force to replace it"
     assert out.read_text() == "keep me\n"
-    assert _embed(text, out, model_dir, "--overwrite") == 0
+    with pytest.raises(ElmoError, match="exists; pass --force to replace it"):
+        check_paths(text, out)
+    assert _embed(text, out, model_dir, "--force") == 0
     assert h5py.is_hdf5(out)
-    assert _embed(text, out, model_dir) == 0  # an HDF5 output is replaced: a rerun is not a mistake
+    before = out.read_bytes()
+    assert _embed(text, out, model_dir) == 1  # an earlier output too: hours of work, maybe
+    assert _error(capsys) == f"elmo: error: {out} exists; pass --force to replace it"
+    assert out.read_bytes() == before
+    assert _embed(text, out, model_dir, "--resume") == 0  # the same job, finished: nothing to do
+    assert out.read_bytes() == before
 
 
 def test_bad_outputs_are_refused_before_the_model_loads(tmp_path, capsys):
@@ -65,7 +76,7 @@ def test_bad_outputs_are_refused_before_the_model_loads(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     no_model = tmp_path / "no-model"  # loading it would fail: the path errors must come first
     cases = {
-        tmp_path / "dir": "is a directory; give the HDF5 file to write, e.g. ",
+        tmp_path / "dir": "is a directory; give the file to write",
         "-": "an HDF5 file cannot be written to stdout",
         tmp_path / "file" / "sub" / "out.hdf5": "file: is a file, not a directory: ",
     }

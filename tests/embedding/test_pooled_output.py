@@ -72,13 +72,19 @@ def test_pooled_python_api_equals_the_file(text, tmp_path, layers):
     (["--layer", "3"], "--layer 3 is not a layer of the model: it has layers 0 to 2"),
     (["--layer", "mix"], "--mix-weights must be given with layer mix"),
     (["--top", "--mix-weights", "0,0,0"], "--mix-weights is for layer mix"),
+    (["--top", "--mix-gamma", "2"], "--mix-gamma is for layer mix (got layer top)"),  # not silently ignored
+    (["--layer", "mix", "--mix-weights", "0,0,0", "--mix-gamma", "1" + "0" * 400], "--mix-gamma: must be a finite number"),
     (["--layer", "mix", "--mix-weights", "0,0"], "--mix-weights has 2 weights; the model has 3 layers"),
-    (["--layer", "mix", "--mix-weights", "0,x,0"], "--mix-weights must be numbers separated by commas"),
+    (["--layer", "mix", "--mix-weights", "0,x,0"], "argument --mix-weights: must be numbers separated by commas"),
 ])
 def test_bad_choices_are_one_line_before_any_output(text, tmp_path, capsys, flags, message):
-    assert main(["embed", str(text), str(tmp_path / "o.hdf5"), "--model", "demo", *flags]) in (1, 2)
+    try:
+        code = main(["embed", str(text), str(tmp_path / "o.hdf5"), "--model", "demo", *flags])
+    except SystemExit as e:  # a value its flag refuses, as it is parsed
+        code = e.code
+    assert code in (1, 2)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("elmo: error: ") and message in err[-1], err
+    assert err[-1].startswith(("elmo: error: ", "elmo embed: error: ")) and message in err[-1], err
     assert not (tmp_path / "o.hdf5").exists()
 
 

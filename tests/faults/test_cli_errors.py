@@ -21,8 +21,6 @@ def _mistakes(tmp: Path, corpus: dict[str, Path], model: Path) -> dict[str, tupl
                                  "no such input file"),
         "embed: missing model": (["embed", "--all", "--model", str(tmp / "nomodel"), text, str(tmp / "o.h5")],
                                  "nomodel"),
-        "embed: zero batch": (["embed", "--all", "--model", str(model), "--batch-size", "0", text,
-                               str(tmp / "o.h5")], "--batch-size must be >= 1"),
         "embed: half a model": (["embed", "--all", "--options-file", str(model / "options.json"), text,
                                  str(tmp / "o.h5")], "go together"),
         "convert: missing model": (["convert", "--model", str(tmp / "nomodel"), str(tmp / "conv")], "nomodel"),
@@ -35,7 +33,6 @@ def _mistakes(tmp: Path, corpus: dict[str, Path], model: Path) -> dict[str, tupl
                                 str(corpus["vocab"]), "--out", str(tmp / "r3")], "unknown key 'lr'"),
         "train: missing vocab": (train_args(dict(corpus, vocab=tmp / "novocab.txt"), tmp / "r4")[1:],
                                  "novocab.txt"),
-        "train: zero steps": (train_args(corpus, tmp / "r5", "--max-steps", "0")[1:], "--max-steps must be >= 1"),
         "perplexity: missing model": (["perplexity", "--model", str(tmp / "nomodel"), "--data", text], "nomodel"),
         "perplexity: model without softmax": (["perplexity", "--model", str(model), "--data", text],
                                               "has no softmax (softmax.hdf5 + vocab.txt)"),
@@ -84,6 +81,25 @@ ARGUMENT_MISTAKES = {
     ),
     "unknown flag": (["embed", "in.txt", "out.hdf5", "--all", "--nope"],
                      "elmo embed: error: unrecognized arguments: --nope (see elmo embed --help)"),
+    # a value its flag refuses: the setting's own check, run as the flag is parsed
+    "zero batch": (["embed", "in.txt", "out.hdf5", "--all", "--batch-size", "0"],
+                   "elmo embed: error: argument --batch-size: must be >= 1, got 0 (see elmo embed --help)"),
+    "not a layer": (["embed", "in.txt", "out.hdf5", "--layer", "foo"],
+                    "elmo embed: error: argument --layer: must be one of all, top, average, mix or a layer index 0, "
+                    "1, ...; got 'foo' (see elmo embed --help)"),
+    "zero workers": (["serve", "--workers", "0"],
+                     "elmo serve: error: argument --workers: must be >= 1, got 0 (see elmo serve --help)"),
+    "zero steps": (["train", "--train", "t.txt", "--vocab", "v.txt", "--out", "run", "--max-steps", "0"],
+                   "elmo train: error: argument --max-steps: must be >= 1, got 0 (see elmo train --help)"),
+    "a share above one": (["task", "train", "ner", "--config", "ner", "--train", "t", "--dev", "d", "--output", "o",
+                           "--train-fraction", "2"],
+                          "elmo task train: error: argument --train-fraction: must be in (0, 1], got 2.0 "
+                          "(see elmo task train --help)"),
+    "not finite": (["embed", "in.txt", "out.hdf5", "--layer", "mix", "--mix-weights", "0,0,0", "--mix-gamma", "nan"],
+                   "elmo embed: error: argument --mix-gamma: must be a finite number, got nan (see elmo embed --help)"),
+    "carry served": (["serve", "--initial-state", "carry"],
+                     "elmo serve: error: argument --initial-state: invalid choice: 'carry' (choose from 'zero', "
+                     "'warm') (see elmo serve --help)"),
 }
 
 

@@ -58,7 +58,7 @@ def test_resume_of_a_complete_output_with_other_settings_or_input_is_refused(tin
     assert _embed(tiny_model, corpus["valid"], out, "--resume", "--dtype", "float16") == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("elmo: error: --resume: ") and "'dtype'" in err[-1], err
-    assert "without --resume" in err[-1]
+    assert "rerun with --force instead of --resume to replace it" in err[-1]
     other = tmp_path / "other.txt"
     other.write_text("a b c\n")
     assert _embed(tiny_model, other, out, "--resume") == 1
@@ -75,7 +75,9 @@ def test_resume_of_an_output_of_an_earlier_version_is_refused_not_redone(tiny_mo
     capsys.readouterr()
     assert _embed(tiny_model, corpus["valid"], out, "--resume") == 1
     assert "records no settings" in capsys.readouterr().err
-    assert _embed(tiny_model, corpus["valid"], out) == 0  # without --resume it is replaced, as always
+    assert _embed(tiny_model, corpus["valid"], out) == 1  # without --resume it is still the user's file
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"elmo: error: {out} exists; pass --force to replace it"
+    assert _embed(tiny_model, corpus["valid"], out, "--force") == 0
     with h5py.File(out, "r") as f:
         assert "embed_settings" in f.attrs
 
@@ -120,7 +122,11 @@ def test_an_empty_corpus_is_one_vocab_error_and_writes_nothing(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("argv", [["embed", "in.txt", "out.hdf5"], ["vocab", "c.txt", "-o", "v.txt", "--nope"],
-                                  ["embed", "in.txt", "out.hdf5", "--all", "--bf16"]])
+                                  ["embed", "in.txt", "out.hdf5", "--all", "--bf16"],
+                                  ["embed", "in.txt", "out.hdf5", "--all", "--batch-size", "0"],
+                                  ["embed", "in.txt", "out.hdf5", "--layer", "foo"], ["serve", "--workers", "0"],
+                                  ["models", "--family", "nosuch"],
+                                  ["embed", "in.txt", "out.hdf5", "--all", "--overwrite"]])
 def test_usage_errors_exit_2_and_every_other_error_exits_1(argv, tmp_path, capsys):
     """The rule README.md and docs/reliability.md state: 2 for a bad, missing or removed flag; 1 for the rest."""
     try:
@@ -132,7 +138,7 @@ def test_usage_errors_exit_2_and_every_other_error_exits_1(argv, tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("elmo: error: ") and "missing.txt" in err[-1]
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "(exit status 1; a bad, missing or removed flag: 2;" in readme
+    assert "(exit status 1; a bad, missing or removed flag or flag value: 2;" in readme
 
 
 def test_a_huge_learning_rate_stops_with_one_line_naming_the_steps_and_the_advice(corpus, tmp_path):

@@ -106,3 +106,26 @@ def write_bilm_tf_dir(directory: Path, bilm, softmax_weight: np.ndarray, softmax
         names.insert(0, "model.ckpt-7500")
     write_checkpoint_state(directory, names[-1], names, "/home/someone/bilm-tf/run")
     return variables
+
+
+def write_bundle_dir(directory: Path, bilm, softmax_rows: int = 20, *, options: dict | None = None,
+                     declare: dict | None = None, slices: dict | None = None, step: int = 1,
+                     checkpoint_name: str | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """A bilm-tf training directory of ``bilm`` written without TensorFlow (``tf_bundle_files.Bundle``): for files
+    TensorFlow would not write (``declare``: an entry's own shape, size or offset; ``slices``: a variable stored in
+    the given (extents, array) slices instead) and for tests that must not wait for TensorFlow. ``checkpoint_name``:
+    what the ``checkpoint`` file names. Returns the variables."""
+    from tests.formats.tf_bundle_files import Bundle
+
+    rng = np.random.default_rng(seed)
+    dim = bilm.token_encoder.output_dim
+    variables = bilm_tf_variables(bilm, rng.standard_normal((softmax_rows, dim)), rng.standard_normal(softmax_rows),
+                                  seed=seed, global_step=float(step))
+    for name in slices or {}:
+        variables.pop(name)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "options.json").write_text(json.dumps(options or bilm_tf_options(bilm.config, softmax_rows)))
+    Bundle(tensors=variables, declare=declare or {}, slices=slices or {}).write(directory / f"model.ckpt-{step}")
+    name = (checkpoint_name or f"model.ckpt-{step}").replace("\\", "\\\\").replace('"', '\\"')  # as a text proto
+    (directory / "checkpoint").write_text(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+    return variables

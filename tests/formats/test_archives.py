@@ -18,7 +18,8 @@ from elmo import StatefulBiLM, batch_to_ids, load_bilm
 from elmo.cli import main as cli_main
 from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.archives import describe_meta, open_archive, read_meta
-from elmo.formats.model_files import is_model_dir, read_model_config, read_options
+from elmo.formats.model_files import read_model_config, read_options
+from elmo.formats.model_formats import recognise
 from tests.formats.manylangs_files import write_manylangs_model
 
 META = {
@@ -152,7 +153,7 @@ def test_convert_an_archive_to_native(tmp_path, fixture_dir):
 
 def test_model_config_and_detection(tmp_path, fixture_dir):
     archive = pack(tmp_path / "195.zip", nlpl_files(fixture_dir, "x/"))
-    assert is_model_dir(archive)
+    assert recognise(archive).name == "zip"
     assert read_model_config(archive) == read_options(fixture_dir / "options.json")
 
 
@@ -210,7 +211,8 @@ def test_a_damaged_manylangs_archive_names_archive_and_member(tmp_path):
     files = {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
     archive = pack(tmp_path / "142.zip", files, zipfile.ZIP_STORED)
     _flip_byte_in_member(archive, "encoder.pkl", 200)
-    with pytest.raises(WeightFileError, match=r"142\.zip: damaged archive member \(Bad CRC-32 for file 'encoder\.pkl'"):
+    with pytest.raises(WeightFileError, match=r"142\.zip/encoder\.pkl: damaged archive member \(Bad CRC-32 for file "
+                                              r"'encoder\.pkl'"):
         load_bilm(archive)
 
 
@@ -307,7 +309,8 @@ def test_an_unreadable_meta_json_is_skipped_with_a_warning(tmp_path, fixture_dir
 
 
 def test_embedding_file_goes_with_a_directory(tmp_path, fixture_dir):
-    with pytest.raises(ConfigError, match="embedding_file goes with a model directory, not an archive"):
+    with pytest.raises(ConfigError, match=r"m.zip: embedding_file goes with an original model \(options.json \+ "
+                       r"weights.hdf5\); this is a model archive \(.zip\)$"):
         load_bilm(pack(tmp_path / "m.zip", nlpl_files(fixture_dir)), embedding_file=tmp_path / "e.hdf5")
 
 

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +21,14 @@ from elmo.formats.hdf5 import save_hdf5_weights
 from elmo.formats.model_files import load_bilm, read_model_config
 from elmo.modules.bilm import build_bilm
 from tests.conftest import random_bilm, tiny_config
-from tests.formats.bilm_tf_files import bilm_tf_variables, save_v2, tensorflow, write_bilm_tf_dir
+from tests.formats.bilm_tf_files import (
+    bilm_tf_variables,
+    save_v2,
+    tensorflow,
+    write_bilm_tf_dir,
+    write_bundle_dir,
+)
+from tests.formats.test_load_memory import peak_growth
 
 ATOL = 1e-6
 OTHER_SHAPES = {
@@ -202,42 +206,20 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path, capsys):
 
 
 def test_checkpoint_keyword_needs_a_bilm_tf_directory(tmp_path):
-    with pytest.raises(ConfigError, match="checkpoint=model.ckpt-1: a checkpoint is picked in a bilm-tf"):
-        load_bilm("demo-not-a-dir", checkpoint="model.ckpt-1")
+    with pytest.raises(ConfigError, match=r"demo: checkpoint goes with a bilm-tf training directory \(options.json "
+                       r"\+ model.ckpt-N\); this is a Hugging Face-style folder"):
+        load_bilm("demo", checkpoint="model.ckpt-1")
     with pytest.raises(WeightFileError):
         checkpoint_prefix(tmp_path)
 
 
-RSS_SCRIPT = textwrap.dedent("""
-    import sys
-    from elmo.formats.model_files import load_bilm
-    from tests.conftest import tiny_config
-    from elmo.modules.bilm import build_bilm
-    import torch
-    build_bilm(tiny_config())  # torch's first-use allocations, before the baseline
-    with torch.device("meta"):  # and the modules torch imports once for its meta tensors (~70 MB, any model size)
-        build_bilm(tiny_config())
-    load_bilm(sys.argv[2])  # and the reader's code paths, once, on a tiny checkpoint: the rest scales with the model
-
-    def status_kb(field):  # VmHWM: the peak of this process's own memory (ru_maxrss keeps a forking parent's)
-        for line in open("/proc/self/status"):
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-
-    before = status_kb("VmRSS")
-    bilm = load_bilm(sys.argv[1])
-    peak = status_kb("VmHWM")
-    weights = sum(p.numel() * p.element_size() for p in bilm.parameters())
-    print(before * 1024, peak * 1024, weights)
-""")
 
 
 def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_path):
     """Peak RSS of load_bilm over a checkpoint over 2x the biLM (Adagrad slots, softmax) stays near the weights: the
     arrays read become the parameters, and a transposed variable is read one block of rows at a time into its
-    parameter. The baseline has loaded a tiny checkpoint once: the first use of the code (torch's and ours, about
-    7 MB whatever the model's size) is not the reader's memory. Measured 1.08-1.12x (1.16-1.21x without that
-    warm-up) on AMD EPYC, 2 cores."""
+    parameter. The baseline has loaded a tiny checkpoint once: the first use of the code (torch's and ours, a few MB
+    whatever the model's size) is not the reader's memory. Measured 1.03x on AMD EPYC, 2 cores (2026-12-07)."""
     config = BiLMConfig(
         lstm=LSTMConfig(dim=768, projection_dim=384, n_layers=4, cell_clip=3, proj_clip=3),
         char_cnn=CharCNNConfig(filters=[(1, 64), (2, 128), (3, 192)], embedding_dim=16, n_highway=2),
@@ -249,11 +231,80 @@ def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_pa
     tiny = tmp_path / "tiny"
     write_bilm_tf_dir(tiny, build_bilm(tiny_config()), *_softmax(50, tiny_config().lstm.projection_dim))
     checkpoint_bytes = sum(p.stat().st_size for p in directory.glob("model.ckpt-*"))
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(directory), str(tiny)], capture_output=True,
-                            text=True, cwd=root, check=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
-    before, peak, weights = map(int, result.stdout.split())
+    before, peak, weights = peak_growth(directory, tiny)
     print(f"checkpoint {checkpoint_bytes / 1e6:.1f} MB, biLM weights {weights / 1e6:.1f} MB, peak RSS growth "
           f"{(peak - before) / 1e6:.1f} MB ({(peak - before) / weights:.2f}x)")
     assert checkpoint_bytes > 2 * weights
     assert peak - before < 1.2 * weights, (peak - before, weights, checkpoint_bytes)
+
+
+# ---------------------------------------------------------------- files TensorFlow would not write (no TensorFlow)
+
+
+def _vectors_of(bilm) -> list[np.ndarray]:
+    with torch.no_grad():
+        return [x.numpy() for x in bilm(batch_to_ids([["the", "cat", "sat"], ["a"]])).layers]
+
+
+@pytest.mark.parametrize("named, which", [
+    ("/home/someone/bilm-tf/run/model.ckpt-1", "own"),  # the training machine's path: its file name, looked up here
+    ("C:\\train\\run\\model.ckpt-1", "own"),
+    ("sub/../model.ckpt-1", "own"),  # relative, and inside
+    ("../outside/model.ckpt-99", None),  # relative, and outside: refused, though it exists
+    ("sub/../../outside/model.ckpt-99", None),
+])
+def test_a_checkpoint_file_names_only_checkpoints_inside_its_folder(tmp_path, named, which):
+    own, other = random_bilm(tiny_config(), seed=1), random_bilm(tiny_config(), seed=2)
+    write_bundle_dir(tmp_path / "outside", other, step=99)
+    write_bundle_dir(tmp_path / "run", own, step=1, checkpoint_name=named)
+    if which is None:
+        with pytest.raises(WeightFileError, match=r"checkpoint: names checkpoint .*model\.ckpt-99, which is outside "
+                                                  r".*run; a model folder's checkpoint file may name only"):
+            load_bilm(tmp_path / "run")
+        return
+    for ours, theirs in zip(_vectors_of(load_bilm(tmp_path / "run")), _vectors_of(own)):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_log_line_says_the_settings_and_where_they_came_from(tmp_path, caplog):
+    write_bundle_dir(tmp_path / "run", random_bilm(tiny_config()))
+    with caplog.at_level("INFO"):
+        load_bilm(tmp_path / "run")
+    assert ("activation relu (options.json), cell_clip 3 (options.json), proj_clip 3 (options.json), residual on "
+            "(options.json), max_characters_per_token 50 (options.json)") in caplog.text
+
+
+def test_slices_are_checked_by_position(tmp_path):
+    """A variable in slices loads when they tile it; slices that overlap (with as many values in all as the variable
+    has: a count would pass, and leave rows of whatever memory held) or leave a gap are one line each."""
+    bilm = random_bilm(tiny_config())
+    kernel = "lm/RNN_0/rnn/multi_rnn_cell/cell_0/lstm_cell/kernel"
+    whole = bilm_tf_variables(bilm, *_softmax(20, 8))[kernel]  # (16, 48)
+    tilings = {
+        "tiled": [([(0, 5), (0, -1)], whole[:5]), ([(5, 11), (0, 20)], whole[5:, :20]),
+                  ([(5, 11), (20, 28)], whole[5:, 20:])],
+        "overlapping": [([(0, 9), (0, -1)], whole[:9]), ([(7, 9), (0, -1)], whole[7:])],
+        "gap": [([(0, 5), (0, -1)], whole[:5]), ([(6, 10), (0, -1)], whole[6:])],
+    }
+    for name, parts in tilings.items():
+        write_bundle_dir(tmp_path / name, bilm, slices={kernel: parts}, declare={kernel: {"shape": whole.shape}})
+    for ours, theirs in zip(_vectors_of(load_bilm(tmp_path / "tiled")), _vectors_of(bilm)):
+        np.testing.assert_array_equal(ours, theirs)
+    with pytest.raises(WeightFileError, match=rf"model\.ckpt-1\.index: tensor '{kernel}': two of its slices overlap"):
+        load_bilm(tmp_path / "overlapping")
+    with pytest.raises(WeightFileError, match=rf"tensor '{kernel}': its slices cover 720 of its 768 values"):
+        load_bilm(tmp_path / "gap")
+
+
+def test_declared_sizes_are_held_to_the_bytes_before_anything_is_allocated(tmp_path):
+    bilm = random_bilm(tiny_config())
+    softmax = {"lm/softmax/W": {"shape": (5 * 10**6, 8), "size": 160 * 10**6},
+               "lm/softmax/b": {"shape": (5 * 10**6,), "size": 20 * 10**6}}
+    write_bundle_dir(tmp_path / "softmax", bilm, declare=softmax)
+    with pytest.raises(WeightFileError, match=r"model\.ckpt-1\.data-00000-of-00001: tensor 'lm/softmax/W' needs bytes "
+                                              r"\d[\d,]*\.\.[\d,]+, but the file ends at byte"):
+        read_bilm_tf_training_state(tmp_path / "softmax", load_bilm(tmp_path / "softmax"))
+    write_bundle_dir(tmp_path / "rows", bilm, declare={"lm/softmax/W": {"shape": (10**9, 8), "size": 32 * 10**9}})
+    with pytest.raises(WeightFileError, match=r"lm/softmax/W declares 1,000,000,000 rows \(words\); the limit is "
+                                              r"10,000,000"):
+        read_bilm_tf_training_state(tmp_path / "rows", load_bilm(tmp_path / "rows"))

@@ -136,3 +136,39 @@ def test_missing_and_corrupt_files(tmp_path, fixture_dir):
     truncated.write_bytes((fixture_dir / "lm_weights.hdf5").read_bytes()[:5000])
     with pytest.raises(WeightFileError, match="truncated.hdf5"):
         load_hdf5_weights(bilm, truncated)
+
+
+def test_declared_bytes_must_be_stored_before_anything_is_read(tmp_path, fixture_dir):
+    """A dataset of the right shape that was never written (HDF5 would hand back zeros) is refused from its storage
+    size, before h5py allocates the array."""
+    def edit(f):
+        del f["CNN_proj/W_proj"]
+        f.create_dataset("CNN_proj/W_proj", shape=(124, 16), dtype="f4")
+
+    bilm = build_bilm(read_options(fixture_dir / "options.json"), device="meta")
+    with pytest.raises(WeightFileError, match=r"weights\.hdf5: dataset 'CNN_proj/W_proj' declares 7,936 bytes, but 0 "
+                                              r"are stored"):
+        load_hdf5_weights(bilm, _copy_with(tmp_path, fixture_dir, edit))
+
+
+def test_compressed_datasets_load_within_the_ratio_cap(tmp_path):
+    """A dataset saved with gzip reads back bit for bit; one that inflates more than 100:1 (4 MB of zeros) is refused
+    before it is read."""
+    config = tiny_config()
+    config.lstm.dim, config.lstm.projection_dim = 1024, 128  # W_0: (256, 4096), 4 MB
+    bilm = random_bilm(config)
+    name = "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"
+    for case in ("random", "zeros"):
+        path = tmp_path / f"{case}.hdf5"
+        save_hdf5_weights(bilm, path)
+        with h5py.File(path, "r+") as f:
+            data = f[name][...] if case == "random" else np.zeros_like(f[name][...])
+            del f[name]
+            f.create_dataset(name, data=data, compression="gzip", chunks=(64, 4096))
+    loaded = build_bilm(config, device="meta")
+    load_hdf5_weights(loaded, tmp_path / "random.hdf5")
+    for (key, a), b in zip(bilm.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), key
+    with pytest.raises(WeightFileError, match=rf"zeros\.hdf5: dataset '{name}' declares 4,194,304 bytes compressed "
+                                              r"into [\d,]+, more than 100:1"):
+        load_hdf5_weights(build_bilm(config, device="meta"), tmp_path / "zeros.hdf5")

@@ -20,7 +20,6 @@ from elmo import BiLM, Embedder, load_bilm
 from elmo.cli import main as cli_main
 from elmo.errors import ConfigError
 from elmo.formats.model_card import read_front_matter, split_front_matter, write_front_matter
-from elmo.formats.published import resolve_model
 from elmo.modules.bilm import build_bilm
 from tests.conftest import random_bilm, tiny_config
 from tests.formats.manylangs_files import write_manylangs_model
@@ -64,7 +63,7 @@ def test_convert_demo_to_hf_loads_everywhere(tmp_path):
     front, text = _card(out)
     assert front["library_name"] == "elmo-bilm" and {"elmo", "bilm", "character-level"} <= set(front["tags"])
     assert front["language"] == ["en"] and front["license"] == "apache-2.0"
-    demo = load_bilm(resolve_model("demo"))
+    demo = load_bilm("demo")
     assert f"| parameters | {sum(p.numel() for p in demo.parameters()):,} (float32) |" in text
     assert "2 layers per direction (forward and backward), 512 cells, projection to 128" in text
     assert "512 filters of widths 1-6 (32 x 1, 32 x 2, 64 x 3, 128 x 4, 128 x 5, 128 x 6)" in text
@@ -161,7 +160,7 @@ def test_an_existing_folder_is_refused_without_force(tmp_path, capsys):
     bilm.save_pretrained(out, force=True)  # replaced as a whole: nothing of the old folder is left
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
     assert cli_main(["convert", "--model", "demo", str(out), "--to", "hf", "--force"]) == 0
-    _same_weights(load_bilm(resolve_model("demo")), load_bilm(out))
+    _same_weights(load_bilm("demo"), load_bilm(out))
 
 
 def test_card_takes_language_and_description_from_the_registry(tmp_path, monkeypatch):
@@ -213,7 +212,7 @@ def test_from_pretrained_in_a_new_process_as_a_user_writes_it(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "<class 'elmo.modules.bilm.BiLM'>"
-    _same_weights(load_bilm(resolve_model("demo")), load_bilm(tmp_path / "b"))
+    _same_weights(load_bilm("demo"), load_bilm(tmp_path / "b"))
 
 
 def test_front_matter_values_that_need_quotes_parse_back():

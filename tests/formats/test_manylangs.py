@@ -21,7 +21,8 @@ from elmo.config import BiLMConfig
 from elmo.embedding.embedder import Embedder
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.manylangs import is_manylangs, load_manylangs
-from elmo.formats.model_files import is_model_dir, load_bilm, read_model_config, save_bilm
+from elmo.formats.model_files import load_bilm, read_model_config, save_bilm
+from elmo.formats.model_formats import recognise
 from tests.formats.manylangs_files import REAL_FILTERS, char_lexicon, word_lexicon, write_manylangs_model
 
 oracle_package = pytest.importorskip("elmoformanylangs", reason="the test extra installs the oracle")
@@ -199,7 +200,7 @@ def test_convert_to_hdf5_is_refused(small_model, tmp_path, capsys):
 
 
 def test_detection_and_config(small_model):
-    assert is_model_dir(small_model) and is_manylangs(small_model)
+    assert recognise(small_model).name == "manylangs" and is_manylangs(small_model)
     config = read_model_config(small_model)
     assert config.manylangs is not None and config.char_cnn is None
     assert (config.manylangs.n_characters, config.manylangs.n_words) == (len(char_lexicon()), len(word_lexicon()))

@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from elmo.cli import main as cli_main
+from elmo.errors import ConfigError
 from elmo.formats.model_files import save_bilm
+from elmo.formats.model_ref import ModelRef
 from elmo.formats.published import ModelDownloadError, fetch_model
 from tests.conftest import random_bilm
 from tests.formats.manylangs_files import write_manylangs_model
@@ -168,12 +170,12 @@ def _use_registry(tmp_path, monkeypatch, registry) -> Path:
 def test_archive_entries_download_verify_and_load(tmp_path, served_archives, monkeypatch):
     from elmo.formats.archives import open_archive
     from elmo.formats.model_files import load_bilm
-    from elmo.formats.published import resolve_model
+    from elmo.formats.model_ref import ModelRef
 
     model_dir, registry, manylangs_dir = served_archives
     cache = _use_registry(tmp_path, monkeypatch, registry)
     for name, directory in (("tiny-nlpl", model_dir), ("tiny-manylangs", manylangs_dir)):
-        path = resolve_model(name)
+        path = ModelRef.parse(name).path()
         assert path == cache / name / "model.zip"
         for (key, a), (_, b) in zip(load_bilm(path).state_dict().items(), load_bilm(directory).state_dict().items()):
             assert torch.equal(a, b), key
@@ -204,7 +206,7 @@ def test_a_wrong_archive_checksum_is_refused(tmp_path, served_archives, monkeypa
 
 
 def test_models_command_lists_family_language_size_and_cache(tmp_path, served_archives, monkeypatch, capsys):
-    from elmo.formats.published import resolve_model
+    from elmo.formats.model_ref import ModelRef
 
     _, registry, _ = served_archives
     _use_registry(tmp_path, monkeypatch, registry)
@@ -217,7 +219,7 @@ def test_models_command_lists_family_language_size_and_cache(tmp_path, served_ar
     assert lines[1].split() == ["tiny-nlpl", "bilm-tf", "Russian", "?", "no"]
     assert lines[2].split() == ["tiny-manylangs", "manylangs", "Chinese", "1.2", "kB", "no"]  # the registry's size
 
-    size = resolve_model("tiny-nlpl").stat().st_size
+    size = ModelRef.parse("tiny-nlpl").path().stat().st_size
     assert cli_main(["models", "--json", "--family", "bilm-tf"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert row["name"] == "tiny-nlpl" and row["cached"] is True and row["size"] == size
@@ -227,8 +229,11 @@ def test_models_command_lists_family_language_size_and_cache(tmp_path, served_ar
 def test_an_unknown_name_points_to_the_models_command(tmp_path, served_archives, monkeypatch):
     _, registry, _ = served_archives
     _use_registry(tmp_path, monkeypatch, registry)
-    with pytest.raises(ModelDownloadError, match=r"nonesuch: neither a model directory, a model archive nor a publ"):
+    with pytest.raises(ModelDownloadError, match=r"^nonesuch: not a published model \(`elmo models` lists the 2 "):
         fetch_model("nonesuch")
+    with pytest.raises(ConfigError, match=r"^nonesuch: no such model: neither a model directory or archive, "
+                       r"a shipped model \(demo, corpus\) nor one of the 2 published models \(`elmo models`"):
+        ModelRef.parse("nonesuch")
 
 
 def test_shipped_models_resolve_by_name_without_the_network(tmp_path, monkeypatch):
@@ -239,8 +244,9 @@ def test_shipped_models_resolve_by_name_without_the_network(tmp_path, monkeypatc
     (tmp_path / "pretrained" / "warm").mkdir()  # not a model: not listed
     monkeypatch.setattr(published, "PRETRAINED_DIR", tmp_path / "pretrained")
     monkeypatch.setenv("ELMO_OFFLINE", "1")
-    assert published.resolve_model("corpus") == tmp_path / "pretrained" / "corpus"
-    assert published.resolve_model("demo") == tmp_path / "pretrained" / "demo"
+    assert ModelRef.parse("corpus").path() == tmp_path / "pretrained" / "corpus"
+    assert ModelRef.parse("demo").path() == tmp_path / "pretrained" / "demo"
+    assert published.fetch_model("demo") == tmp_path / "pretrained" / "demo"  # a shipped name needs no fetching
     assert list(published.shipped_models()) == ["demo", "corpus"]
     rows = published.list_models()
     assert [(r.name, r.family, r.cached) for r in rows[:2]] == [("demo", "shipped", True), ("corpus", "shipped", True)]

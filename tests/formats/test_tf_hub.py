@@ -33,6 +33,7 @@ from elmo.formats.hdf5 import bilm_to_datasets
 from elmo.formats.model_files import read_model_config, save_bilm
 from elmo.modules.elmo import Elmo
 from tests.conftest import random_bilm
+from tests.formats.tf_bundle_files import saved_model
 
 ATOL = 1e-6
 SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."], ["Съешь", "ещё", "этих", "булок"], ["a"]]
@@ -320,8 +321,40 @@ def test_without_a_graph_the_published_defaults_are_used_with_a_warning(modules,
     assert "activation=relu" in caplog.text
 
 
+def test_the_log_line_says_each_setting_and_where_it_came_from(modules, tmp_path, caplog, fixture_dir):
+    with caplog.at_level(logging.INFO):
+        load_bilm(modules["deeppavlov"][0])
+    assert ("activation tanh (graph), cell_clip 2.5 (graph), proj_clip 4 (graph), residual off (graph), "
+            "max_characters_per_token 30 (graph)") in caplog.text
+    directory = shutil.copytree(modules["google"][0], tmp_path / "with-options")
+    shutil.copy(fixture_dir / "options.json", directory / "options.json")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        load_bilm(directory)
+    assert "cell_clip 3 (options.json), proj_clip 3 (options.json), residual off (options.json)" in caplog.text
+
+
+def test_variables_without_the_lstm_computation_are_not_evidence_of_no_clip(modules, tmp_path, caplog):
+    """A graph whose LSTM cells are only variable nodes (``.../lstm_cell/kernel`` and its read) shows no clip because
+    it shows no cell at all: the published values hold, with the warning naming them, not "no clip, no residual"
+    (this module's own are 2.5, 4 and no residual)."""
+    directory = shutil.copytree(modules["deeppavlov"][0], tmp_path / "variables-only")
+    cells = [f"bilm/RNN_{d}/RNN/MultiRNNCell/Cell{layer}/rnn/lstm_cell/" for d in (0, 1) for layer in range(3)]
+    nodes = [(cell + leaf, "VariableV2", []) for cell in cells for leaf in ("kernel", "bias", "projection/kernel")]
+    nodes += [(name + "/read", "Identity", [name]) for name, _, _ in list(nodes)]
+    (directory / "saved_model.pb").write_bytes(saved_model(nodes))
+    with caplog.at_level(logging.INFO):
+        bilm = load_bilm(directory)
+    lstm = bilm.config.lstm
+    assert (lstm.cell_clip, lstm.proj_clip, lstm.use_skip_connections) == (3.0, 3.0, True)
+    assert "graph does not show activation, cell_clip, proj_clip, use_skip_connections, max_characters_per_token" \
+        in caplog.text
+    assert "cell_clip 3 (default), proj_clip 3 (default), residual on (default)" in caplog.text
+
+
 def test_published_hub_modules_download_verify_and_load(modules, tmp_path, monkeypatch, capsys):
-    from elmo.formats.published import read_registry, resolve_model
+    from elmo.formats.model_ref import ModelRef
+    from elmo.formats.published import read_registry
 
     archive = _tar(modules["residual"][0], tmp_path / "served.tar.gz")
     registry = {"tiny-hub": {"family": "tf-hub", "language": "English", "description": "test", "source": "test",
@@ -329,14 +362,14 @@ def test_published_hub_modules_download_verify_and_load(modules, tmp_path, monke
     (tmp_path / "registry.json").write_text(json.dumps(registry))
     monkeypatch.setenv("ELMO_MODEL_REGISTRY", str(tmp_path / "registry.json"))
     monkeypatch.setenv("ELMO_HOME", str(tmp_path / "home"))
-    path = resolve_model("tiny-hub")
+    path = ModelRef.parse("tiny-hub").path()
     assert path == tmp_path / "home" / "models" / "tiny-hub" / "module.tar.gz"
     recorded = json.loads((path.parent / "checksums.json").read_text())
     assert recorded == {"module.tar.gz": hashlib.sha256(archive.read_bytes()).hexdigest()}
     assert load_bilm(path).config.lstm.use_skip_connections is True
     path.write_bytes(path.read_bytes() + b"\0")  # changed on disk: refused from now on
     with pytest.raises(Exception, match="differs from the expected"):
-        resolve_model("tiny-hub")
+        ModelRef.parse("tiny-hub").path()
     monkeypatch.delenv("ELMO_MODEL_REGISTRY")
     shipped = {name: entry for name, entry in read_registry().items() if entry["family"] == "tf-hub"}
     assert {"google-elmo-2", "google-elmo-3", "deeppavlov-ru-wiki", "deeppavlov-ru-news",

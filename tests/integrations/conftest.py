@@ -6,7 +6,6 @@ import pytest
 
 from elmo.embedding.embedder import Embedder
 from elmo.formats.model_files import load_bilm
-from elmo.formats.published import resolve_model
 from tests.conftest import SHARED
 
 BROWN = SHARED / "data" / "lm" / "brown" / "brown.valid.txt"
@@ -21,7 +20,7 @@ def lines() -> list[str]:
 
 @pytest.fixture(scope="module")
 def reference() -> Embedder:
-    return Embedder(load_bilm(resolve_model("demo")), precision="fp32", device="cpu")
+    return Embedder(load_bilm("demo"), precision="fp32", device="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -192,8 +192,8 @@ def test_rebuilt_from_parameters_without_weights_it_refuses_to_embed():
 
 
 @pytest.mark.parametrize(("kwargs", "words"), [
-    ({"model": "no-such-model"}, ["'no-such-model'", "no such model", "demo", "elmo models"]),
-    ({"model": "/moved/away/bilm"}, ["'/moved/away/bilm'", "no such model directory", "moved"]),
+    ({"model": "no-such-model"}, ["ELMoEmbeddings: no-such-model: no such model", "demo", "elmo models"]),
+    ({"model": "/moved/away/bilm"}, ["ELMoEmbeddings: /moved/away/bilm: no such model directory or archive"]),
     ({"output": "mean"}, ["output", "all, top, average", "'mean'"]),
     ({"precision": "fp8"}, ["precision", "fp8"]),
     ({"batch_size": 0}, ["batch_size", "0"]),

@@ -22,6 +22,7 @@ from elmo.embedding.file_job import EmbedFileJob
 from elmo.embedding.parquet_output import MANIFEST
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import UsageError
+from elmo.formats.model_ref import ModelRef
 from elmo.ray_engine import RayWorkers, WorkerModel
 
 pytestmark = pytest.mark.slow
@@ -79,7 +80,7 @@ def test_hdf5_output_on_ray_equals_the_local_one(ray_local, text, tmp_path) -> N
 def test_a_killed_worker_is_replaced_and_its_chunk_redone(ray_local, text, tmp_path) -> None:
     options = EmbedOptions(precision="fp32", chunk_size=4)
     killed: list[int] = []
-    with RayWorkers(WorkerModel(options), EngineOptions(engine="ray")) as workers:
+    with RayWorkers(WorkerModel(options, ModelRef.parse("demo")), EngineOptions(engine="ray")) as workers:
         pids = [w["pid"] for w in workers.describe_workers()]
 
         def kill_one_after_the_first_chunk(sentences: int, tokens: int) -> None:
@@ -171,8 +172,28 @@ def test_ray_settings_need_the_ray_engine(text, tmp_path, capsys) -> None:
 def test_a_model_that_does_not_load_is_the_local_engines_one_line(ray_local, text, tmp_path, capsys) -> None:
     flags = ["--format", "parquet", "--pool", "mean", "--engine", "ray", "--workers", "1"]
     assert _embed(text, tmp_path / "a", *flags, "--model", str(tmp_path / "missing")) == 1  # before Ray is asked
-    assert _one_line(capsys).startswith(f"elmo: error: --model {tmp_path / 'missing'}: neither a model directory, a "
-                                        "model archive nor a published model (`elmo models` lists")
+    assert _one_line(capsys) == f"elmo: error: {tmp_path / 'missing'}: no such model directory or archive"
     (tmp_path / "empty").mkdir()
     assert _embed(text, tmp_path / "b", *flags, "--model", str(tmp_path / "empty")) == 1  # found by the worker
-    assert _one_line(capsys) == f"elmo: error: {tmp_path / 'empty'}: neither config.json nor options.json found"
+    assert _one_line(capsys).startswith(f"elmo: error: {tmp_path / 'empty'}: a folder, but not a model in any "
+                                        "format read here (tried: a TF-Hub module archive (.tar.gz); ")
+
+
+def test_rays_own_error_lines_go_to_the_log_not_the_terminal(capsys, caplog) -> None:
+    """Ray's driver prints what its raylet reports (a worker killed, "... so the task will be retried") from a thread
+    that calls this module-level name; inside a session of ours (``ray_session``) it logs at DEBUG instead, without
+    colour codes, and the name is Ray's own again afterwards."""
+    import importlib
+
+    from elmo.ray_engine import ray_errors_to_the_log
+
+    worker = importlib.import_module("ray._private.worker")
+    printed = worker.print_to_stdstream
+    line = "\x1b[33mTask ChunkWorker.embed failed. There are 2 retries remaining, so the task will be retried.\x1b[0m"
+    with caplog.at_level("DEBUG", logger="elmo.ray_engine"), ray_errors_to_the_log():
+        worker.print_to_stdstream({"lines": [line], "pid": "raylet", "is_err": False}, ignore_prefix=False)
+    assert worker.print_to_stdstream is printed
+    captured = capsys.readouterr()
+    assert "retried" not in captured.out + captured.err
+    assert [r.getMessage() for r in caplog.records if r.name == "elmo.ray_engine"] == [
+        "ray (raylet): Task ChunkWorker.embed failed. There are 2 retries remaining, so the task will be retried."]

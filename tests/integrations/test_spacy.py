@@ -22,7 +22,7 @@ spacy = pytest.importorskip("spacy")
 from elmo.cli import main  # noqa: E402
 from elmo.embedding.embed_options import EmbedOptions  # noqa: E402
 from elmo.errors import ConfigError, WeightFileError  # noqa: E402
-from elmo.formats.published import demo_model_dir  # noqa: E402
+from elmo.formats.published import demo_model_dir, read_registry  # noqa: E402
 from elmo.spacy import DEFAULT_CONFIG, ElmoComponentSettings  # noqa: E402
 
 TEXTS = [
@@ -198,8 +198,8 @@ def test_bad_settings_are_one_line_each(tmp_path):
         with pytest.raises(ConfigError) as caught:
             use()
         assert str(caught.value) == (
-            "spaCy component 'elmo': model 'no-such-model' is neither a model directory, a model archive, a shipped "
-            "model (corpus, demo) nor a published model (`elmo models` lists them)")
+            "spaCy component 'elmo': no-such-model: no such model: neither a model directory or archive, a shipped "
+            f"model (demo, corpus) nor one of the {len(read_registry())} published models (`elmo models` lists them)")
     with pytest.raises(WeightFileError, match=r"no biLM weights in this saved pipeline .* nlp.to_disk\(\)$"):
         pipeline().get_pipe("elmo").from_disk(tmp_path)
 

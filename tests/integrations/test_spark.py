@@ -15,12 +15,17 @@ from elmo.spark import elmo_udf
 
 
 @pytest.fixture(scope="module")
-def spark():
-    """local[2] on loopback, its Python workers running this interpreter (the venv's torch and elmo)."""
+def spark(monkeypatch_module):
+    """local[2] on loopback, started as the docs' recipe is from a virtual environment that is not activated: no
+    PYSPARK_PYTHON, and this interpreter's folder not on PATH (so `python3` there is another Python, or none);
+    elmo_udf has its workers run this interpreter (the venv's torch and elmo)."""
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    monkeypatch_module.delenv("PYSPARK_PYTHON", raising=False)
+    here = os.path.dirname(sys.executable)
+    monkeypatch_module.setenv("PATH", os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                                     if p and os.path.realpath(p) != os.path.realpath(here)))
+    monkeypatch_module.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     session = (SparkSession.builder.master("local[2]").appName("elmo-test")
                .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
@@ -29,6 +34,12 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
 
 
 def test_pooled_and_token_vectors_equal_the_embedders(spark, lines, reference) -> None:

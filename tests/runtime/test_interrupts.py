@@ -32,3 +32,22 @@ def test_the_first_signal_is_recorded_and_a_second_raises_at_once():
         with pytest.raises(Interrupted, match="training stopped by SIGTERM"):
             signal.raise_signal(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is before  # the previous handlers are back
+
+
+def test_a_stop_point_raises_in_the_job_s_thread_once_a_signal_came():
+    import threading
+
+    from elmo.runtime.interrupts import stop_point
+
+    stop_point()  # outside a block: nothing
+    with stop_on_signals("embedding") as stop:
+        stop_point()  # no signal yet
+        stop.signal_number = signal.SIGTERM
+        elsewhere = []
+        thread = threading.Thread(target=lambda: elsewhere.append(stop_point()))
+        thread.start()
+        thread.join()
+        assert elsewhere == [None]  # another thread (a service's model thread) finishes what it started
+        with pytest.raises(Interrupted, match="embedding stopped by SIGTERM"):
+            stop_point()
+    stop_point()  # the block is closed

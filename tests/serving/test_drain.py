@@ -86,3 +86,23 @@ def _send_and_hold(service: Service, payload: dict, key: str) -> socket.socket:
     connection.sendall(b"POST /v1/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        + f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
     return connection
+
+
+def test_ctrl_c_answers_what_was_received_then_exits_130(reference):
+    """Ctrl-C (SIGINT) drains like SIGTERM but exits 130, as an interrupted command does (it exited 0); the last line
+    says so."""
+    service = Service("--max-wait-ms", "0")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(service.post_json, {"sentences": SLOW[:32], "output": "top"})
+            _wait_until_running(service)
+            service.process.send_signal(signal.SIGINT)
+            assert service.process.wait(60) == 130, service.output()
+            status, _, answer = running.result()
+        assert status == 200 and len(answer["shapes"]) == 32
+        log = service.output()
+        assert "Application shutdown complete" in log and "Traceback" not in log
+        assert log.strip().splitlines()[-1] == (
+            "elmo: the service stopped by SIGINT after answering every request it had received")
+    finally:
+        service.stop()

@@ -86,5 +86,99 @@ def test_an_unexpected_exception_is_counted_as_a_500():
     metrics = Metrics()
     scope = {"type": "http", "path": "/v1/embed", "headers": []}
     with pytest.raises(RuntimeError, match="a bug"):  # Starlette's outer middleware turns it into the 500
-        asyncio.run(Guard(failing_app, metrics, api_key=None)(scope, None, None))
+        asyncio.run(Guard(failing_app, metrics, api_key=None, paths=["/v1/embed"])(scope, None, None))
     assert metrics.responses["/v1/embed", 500] == 1
+
+
+MIX_ONLY = [  # (body, what the parser says: None = accepted)
+    ({"layer": "mix", "mix_weights": [0, 0, 0], "mix_gamma": 2}, None),
+    ({"output": "mix", "mix_weights": [0, 0, 0]}, None),
+    ({"layer": "top", "mix_gamma": 2}, "'mix_gamma' is for layer mix (got layer top)"),
+    ({"layer": 1, "mix_gamma": 1.0}, "'mix_gamma' is for layer mix (got layer 1)"),
+    ({"output": "average", "mix_weights": [0, 0, 0]}, "'mix_weights' is for layer mix (got layer average)"),
+    ({"mix_gamma": 0.5}, "'mix_gamma' is for layer mix (got layer all)"),
+    ({"layer": "top", "mix_weights": None}, "'mix_weights' is for layer mix (got layer top)"),
+]
+
+
+@pytest.mark.parametrize("fields, refusal", MIX_ONLY)
+def test_fields_for_layer_mix_are_refused_without_it_by_the_parser_and_the_schema(fields, refusal):
+    """``mix_gamma`` without ``layer: mix`` was ignored yet echoed, while ``mix_weights`` was refused: now both are
+    refused alike, and the OpenAPI schema says the same as the parser."""
+    from jsonschema import Draft202012Validator
+
+    from elmo.serving.requests import request_schema
+
+    body = {"sentences": [["a"]], **fields}
+    schema_accepts = Draft202012Validator(request_schema(ServeOptions(), 3)).is_valid(body)
+    if refusal is None:
+        assert parse_embed_request(json.dumps(body).encode(), ServeOptions()).selection.layer == "mix"
+        assert schema_accepts
+        return
+    with pytest.raises(RequestError) as e:
+        parse_embed_request(json.dumps(body).encode(), ServeOptions())
+    assert (e.value.status, e.value.message, e.value.reason) == (400, refusal, "schema")
+    assert not schema_accepts
+
+
+@pytest.mark.parametrize("number, refusal", [
+    ("3.4028234663852886e38", None), ("-3.4028234663852886e38", None),
+    ("3.40283e38", "'mix_gamma' 3.40283e+38 is beyond float32's range (at most 3.40282e+38 either way)"),
+    ("-1e39", "'mix_gamma' -1e+39 is beyond float32's range (at most 3.40282e+38 either way)"),
+    ("1" + "0" * 400, "the number 1000000000000000000000000000000000000... is too large for a float"),  # was a 500
+    ("1e400", "the number 1e400 is too large for a float"),
+])
+def test_mix_gamma_must_fit_a_float32_as_the_schema_says(number, refusal):
+    from jsonschema import Draft202012Validator
+
+    from elmo.serving.requests import request_schema
+
+    body = b'{"sentences": [["a"]], "layer": "mix", "mix_weights": [0, 0, 0], "mix_gamma": ' + number.encode() + b"}"
+    if refusal is None:
+        assert parse_embed_request(body, ServeOptions()).selection.mix_gamma == float(number)
+    else:
+        with pytest.raises(RequestError) as e:
+            parse_embed_request(body, ServeOptions())
+        assert (e.value.status, e.value.message, e.value.reason) == (400, refusal, "non_finite")
+    gamma = request_schema(ServeOptions(), 3)["properties"]["mix_gamma"]
+    if "e400" not in number and len(number) < 400:  # a float: the schema's range says what the parser does
+        assert Draft202012Validator(gamma).is_valid(float(number)) is (refusal is None)
+
+
+def test_an_answer_that_overflows_its_dtype_is_refused():
+    import numpy as np
+
+    from elmo.embedding.selection import VectorSelection
+    from elmo.serving.requests import check_answer
+
+    layers = np.full((3, 2, 4), 2.0, dtype=np.float32)  # (L + 1, n, 2P)
+    fine = VectorSelection(layer="mix", mix_weights=(0, 0, 0), mix_gamma=1e38)
+    check_answer([fine.apply(layers)], fine)
+    with np.errstate(over="ignore"):
+        for selection, message in [
+            (VectorSelection(layer="mix", mix_weights=(0, 0, 0), mix_gamma=3e38),
+             "sentences[1]'s vectors scaled by mix_gamma 3e+38 overflow float32 (largest 3.40282e+38): ask for a "
+             "smaller mix_gamma"),
+            (VectorSelection(layer="top", dtype="float16"),
+             "sentences[1]'s vectors overflow float16 (largest 65504): ask for dtype float32"),
+        ]:
+            arrays = [selection.apply(np.ones_like(layers)), selection.apply(layers * 4e4)]
+            with pytest.raises(RequestError) as e:
+                check_answer(arrays, selection)
+            assert (e.value.status, e.value.message, e.value.reason) == (400, message, "non_finite")
+
+
+def test_the_port_and_the_initial_state_offer_only_what_the_service_takes(capsys):
+    from elmo.cli import main
+
+    with pytest.raises(SettingError, match=r"port must be a TCP port, 0 to 65535 \(0: any free port\), got 65536"):
+        ServeOptions(port=65536)
+    assert ServeOptions(port=0).port == 0 and ServeOptions(port=65535).port == 65535
+    with pytest.raises(SettingError, match="initial_state must be one of zero, warm; got 'carry'"):
+        ServeOptions(initial_state="carry")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--initial-state {zero,warm} where each sentence's LSTM state starts: zero or warm" in help_text
+    assert help_text.count("carry") == 1 and "carry is not served" in help_text  # offered nowhere, explained once
+    assert "--body-timeout SECONDS seconds a request's body may take to arrive" in help_text

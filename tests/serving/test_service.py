@@ -98,6 +98,19 @@ BAD_REQUESTS = [
     (b'{"sentences": [[-Infinity]]}', 400, "the body holds -Infinity, which is not JSON", "non_finite"),
     (b'{"sentences": [1e999]}', 400, "the number 1e999 is too large for a float", "non_finite"),
     (b'{"sentences": [' + b"1" * 5000 + b"]}", 400, "has 5000 digits, too many", "non_finite"),  # was a 500
+    # an integer too large for a float: OverflowError in float(), a 500 before
+    (b'{"sentences": [["x"]], "layer": "mix", "mix_weights": [0, 0, 0], "mix_gamma": 1' + b"0" * 400 + b"}", 400,
+     "the number 1000000000000000000000000000000000000... is too large for a float", "non_finite"),
+    (b'{"sentences": [["x"]], "layer": "mix", "mix_weights": [1' + b"0" * 400 + b", 0, 0]}", 400,
+     "is too large for a float", "non_finite"),
+    ({"sentences": [["x"]], "layer": "mix", "mix_weights": [0, 0, 0], "mix_gamma": 1e39}, 400,
+     "'mix_gamma' 1e+39 is beyond float32's range (at most 3.40282e+38 either way)", "non_finite"),
+    # within float32, but the answer overflows (JSON has no Infinity: a 500 before)
+    ({"sentences": [["x"]], "layer": "mix", "mix_weights": [0, 0, 0], "mix_gamma": 3.4e38}, 400,
+     "sentences[0]'s vectors scaled by mix_gamma 3.4e+38 overflow float32 (largest 3.40282e+38): ask for a smaller "
+     "mix_gamma", "non_finite"),
+    ({"sentences": [["x"]], "layer": "mix", "mix_weights": [0, 0, 0], "mix_gamma": 1e6, "dtype": "float16"}, 400,
+     "overflow float16 (largest 65504): ask for a smaller mix_gamma or dtype float32", "non_finite"),
     (b'{"sentences": [["a"]], "sentences": [["b"]]}', 400, "the key 'sentences' appears twice in one object",
      "duplicate_key"),
     ([["a"]], 400, 'the body must be a JSON object like {"sentences": [...]}, got a list', "schema"),
@@ -117,6 +130,14 @@ BAD_REQUESTS = [
     ({"sentences": [["x"]], "layer": "mix"}, 400, "'mix_weights' must be given with layer mix", "schema"),
     ({"sentences": [["x"]], "layer": "mix", "mix_weights": [1, 2]}, 400, "'mix_weights' has 2 weights; the model has "
      "3 layers", "schema"),
+    # a setting that does not apply is refused, whichever it is (mix_gamma was ignored, yet echoed)
+    ({"sentences": [["x"]], "layer": "top", "mix_weights": [0, 0, 0]}, 400, "'mix_weights' is for layer mix (got "
+     "layer top)", "schema"),
+    ({"sentences": [["x"]], "layer": "top", "mix_gamma": 2}, 400, "'mix_gamma' is for layer mix (got layer top)",
+     "schema"),
+    ({"sentences": [["x"]], "output": "average", "mix_gamma": 1.0}, 400, "'mix_gamma' is for layer mix (got layer "
+     "average)", "schema"),
+    ({"sentences": [["x"]], "mix_gamma": 2}, 400, "'mix_gamma' is for layer mix (got layer all)", "schema"),
     ({"sentences": [["x"]], "layer": "top", "output": "top"}, 400, "give 'layer' or 'output' (its older name), not "
      "both", "schema"),
     ({"sentences": [["x"]], "layers": "top"}, 400, "unknown field 'layers' (the fields are: sentences, output, layer, "
@@ -155,9 +176,24 @@ def test_brackets_and_quotes_inside_tokens_do_not_count_as_nesting(service, refe
     assert_close(json_arrays(answer), expected(reference, [tokens], "top"))
 
 
-def test_wrong_method_and_unknown_path(service):
-    assert service.get("/v1/embed")[0] == 405
-    assert service.get("/v2/embed")[0] == 404
+@pytest.mark.parametrize("method, path, status, message", [
+    ("GET", "/v1/embed", 405, "GET is not allowed on /v1/embed: use POST"),
+    ("POST", "/healthz", 405, "POST is not allowed on /healthz: use GET"),
+    ("DELETE", "/", 405, "DELETE is not allowed on /: use GET"),
+    ("GET", "/v2/embed", 404, "no such path: /v2/embed (the API: /v1/embed, /v1/model, /healthz, /readyz, /metrics, "
+                              "/openapi.json, /)"),
+    ("POST", "/page/nothing.js", 404, "no such path: /page/nothing.js"),
+])
+def test_wrong_method_and_unknown_path_are_json_refusals(service, method, path, status, message):
+    """Plain text before ("Not Found"), though every refusal is documented as JSON."""
+    got, headers, body = service.request(method, path, b"{}" if method == "POST" else None)
+    assert got == status and headers["content-type"] == "application/json"
+    assert json.loads(body)["error"].startswith(message) and b"\n" not in body
+    if status == 405:  # Allow names the methods the path takes, as the message does
+        assert message.rsplit("use ", 1)[1] in headers["allow"].split(", ")
+    # the routes beside them still answer: the API, its document, the page and its files
+    for path in ("/v1/model", "/openapi.json", "/", "/page/explore.js"):
+        assert service.get(path)[0] == 200, path
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-key", "test-key-0123"])

@@ -83,9 +83,12 @@ def test_a_bad_config_file_is_one_line_and_no_run_directory(section, error, tmp_
 
 def test_a_bad_override_flag_is_named_as_the_flag(tmp_path, ner_file, capsys):
     run = tmp_path / "run"
-    assert main(["task", "train", "ner", "--config", "ner-tiny", "--train", str(ner_file), "--dev", str(ner_file),
-                 "--output", str(run), "--no-elmo", "--epochs", "0"]) == 1
-    assert capsys.readouterr().err == "elmo: error: --epochs must be >= 1, got 0\n"
+    with pytest.raises(SystemExit) as raised:  # a usage error: the config key's check runs as the flag is parsed
+        main(["task", "train", "ner", "--config", "ner-tiny", "--train", str(ner_file), "--dev", str(ner_file),
+              "--output", str(run), "--no-elmo", "--epochs", "0"])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == "elmo task train: error: argument --epochs: must be >= 1, got 0 (see elmo " \
+                                      "task train --help)\n"
     assert not run.exists()
 
 

@@ -128,14 +128,19 @@ def test_a_model_without_a_softmax_says_so_in_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("argv", "expected"),
-    [(["--top-k", "0"], "elmo: error: --top-k must be >= 1, got 0"), ([], "in.txt: no lines to find substitutes for")],
+    ("argv", "status", "expected"),
+    [(["--top-k", "0"], 2, "elmo substitutes: error: argument --top-k: must be >= 1, got 0"),
+     ([], 1, "in.txt: no lines to find substitutes for")],
     ids=["top-k", "empty-file"],
 )
-def test_bad_requests_give_one_line(exported, tmp_path, capsys, argv, expected):
+def test_bad_requests_give_one_line(exported, tmp_path, capsys, argv, status, expected):
     text = tmp_path / "in.txt"
     text.write_text("" if not argv else "the cat\n", encoding="utf-8")
-    assert main(["substitutes", str(text), "--model", str(exported), *argv]) == 1
+    try:
+        code = main(["substitutes", str(text), "--model", str(exported), *argv])
+    except SystemExit as e:  # a value its flag refuses: argparse's usage error
+        code = e.code
+    assert code == status
     err = capsys.readouterr().err.strip()
     assert expected in err and "\n" not in err
 

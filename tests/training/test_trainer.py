@@ -150,7 +150,7 @@ def test_finetune_reports_before_and_after(corpus, tmp_path):
 def test_user_errors_are_one_line(corpus, tmp_path, capsys):
     assert main(_args(corpus, tmp_path / "r", "--max-steps", "1")) == 0
     assert main(_args(corpus, tmp_path / "r", "--max-steps", "2")) == 1
-    assert "already holds checkpoints; pass --resume" in capsys.readouterr().err
+    assert "already holds a run; pass --resume to continue it" in capsys.readouterr().err
     assert main(_args(corpus, tmp_path / "r", "--max-steps", "2", "--resume", "--unroll-steps", "7")) == 1
     assert "different 'unroll_steps'" in capsys.readouterr().err
     bad = dict(corpus, train=tmp_path / "nope*.txt")
@@ -176,7 +176,7 @@ def test_a_failed_start_leaves_no_run_directory(corpus, tmp_path, capsys):
     assert main(_args(dict(corpus, train=tmp_path / "empty.txt"), mine, "--max-steps", "1")) == 1
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     assert main(_args(corpus, mine / "notes.txt", "--max-steps", "1")) == 1
-    assert "notes.txt: not a directory" in capsys.readouterr().err
+    assert "notes.txt exists and is not a directory" in capsys.readouterr().err
 
 
 def test_resume_names_a_missing_run_directory(corpus, tmp_path, capsys):
@@ -221,14 +221,16 @@ def test_removed_precision_flags_say_the_new_one(corpus, tmp_path, capsys, flag,
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--learning-rate", "inf"], "--learning-rate must be a finite number, got inf"),
-    (["--learning-rate", "nan"], "--learning-rate must be a finite number, got nan"),
-    (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
-    (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["--learning-rate", "inf"], "--learning-rate: must be a finite number, got inf"),
+    (["--learning-rate", "nan"], "--learning-rate: must be a finite number, got nan"),
+    (["--dropout", "1"], "--dropout: must be in [0, 1), got 1.0"),
+    (["--batch-size", "0"], "--batch-size: must be >= 1, got 0"),
 ])
 def test_a_bad_flag_value_is_one_line_before_any_file_is_written(corpus, tmp_path, capsys, flags, message):
-    assert main(["-q", *_args(corpus, tmp_path / "run", "--max-steps", "1", *flags)]) == 1
-    assert capsys.readouterr().err == f"elmo: error: {message}\n"
+    with pytest.raises(SystemExit) as raised:  # a usage error: the preset key's check runs as the flag is parsed
+        main(["-q", *_args(corpus, tmp_path / "run", "--max-steps", "1", *flags)])
+    assert raised.value.code == 2
+    assert capsys.readouterr().err == f"elmo train: error: argument {message} (see elmo train --help)\n"
     assert not (tmp_path / "run").exists()
 
 

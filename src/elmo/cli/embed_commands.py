@@ -6,13 +6,15 @@ import argparse
 import logging
 from pathlib import Path
 
-from elmo.cli.model_args import add_model_args, check_model_args, load_model, model_name
-from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args, show_progress
+from elmo.cli.model_args import add_model_args, load_model, model_ref
+from elmo.cli.outputs import DIRECTORY, FILE, Output, add_output
+from elmo.cli.setting_flags import add_flag, add_setting_flags, checked, settings_from_args, show_progress
+from elmo.embedding.demo import DEMO_FILES
 from elmo.embedding.embed_options import EmbedOptions, EngineOptions, OutputOptions
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, UsageError
-from elmo.settings import setting_of, settings_of
-from elmo.shared_settings import DEVICE, PROGRESS
+from elmo.settings import at_least, setting_of, settings_of
+from elmo.shared_settings import DEVICE, FORCE, PROGRESS
 
 log = logging.getLogger("elmo")
 
@@ -29,7 +31,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     output = OutputOptions(**settings_from_args(OutputOptions, args))
     engine = EngineOptions(**settings_from_args(EngineOptions, args))
     selection = VectorSelection(**settings_from_args(VectorSelection, args) | {"layer": _layer(args)})
-    check_output(Path(args.input), Path(args.output), output)  # before the model loads
+    check_output(Path(args.input), Path(args.output), output, args.resume)  # before the model loads
     if args.align and getattr(args, "server", None):
         raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
     if engine.engine == "ray":
@@ -41,10 +43,11 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
             embedder = remote_embedder(args, options)
         else:
-            bilm = load_model(args)
+            ref = model_ref(args)
+            bilm = ref.load()
             alignment = read_alignment(args.align, bilm.output_dim) if args.align else None
             embedder = Embedder(bilm, options, device=args.device or ranks.default_device(), alignment=alignment,
-                                model_name=model_name(args))
+                                model_name=ref.label)
         job = EmbedFileJob(embedder, output, resume=args.resume, ranks=ranks, selection=selection)
         with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), ranks, stop) as bar:
             count = job.run(args.input, args.output, progress=bar)
@@ -69,14 +72,8 @@ def _embed_on_ray(args: argparse.Namespace, options: EmbedOptions, output: Outpu
                           "workers: give one of them")
     if DistInfo.from_environment().world_size > 1:
         raise ConfigError("--engine ray spreads the chunks over Ray workers itself: run it without torchrun")
-    check_model_args(args)
-
-    def absolute(path: str | None) -> str | None:  # what the workers open, from their own working directory
-        return str(Path(path).absolute()) if path is not None and Path(path).expanduser().exists() else path
-
-    spec = WorkerModel(options, model=absolute(args.model) or "demo", checkpoint=args.checkpoint,
-                       options_file=absolute(args.options_file), weight_file=absolute(args.weight_file),
-                       device=args.device, align=absolute(args.align), model_name=model_name(args))
+    align = str(Path(args.align).absolute()) if args.align else None  # the workers open it from their own directory
+    spec = WorkerModel(options, model_ref(args), device=args.device, align=align)
     with RayWorkers(spec, engine) as workers:
         job = EmbedFileJob(workers, output, resume=args.resume, selection=selection, engine=workers)
         with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), DistInfo(), stop) as bar:
@@ -84,6 +81,10 @@ def _embed_on_ray(args: argparse.Namespace, options: EmbedOptions, output: Outpu
         if not job.was_complete:
             log.info("embedded %d sentences into %s on %d Ray workers", count, args.output, len(workers.actors))
     return 0
+
+
+def _embed_output_kind(args: argparse.Namespace) -> str:
+    return DIRECTORY if args.output_format == "parquet" else FILE
 
 
 def _layer(args: argparse.Namespace) -> str:
@@ -98,16 +99,14 @@ def _layer(args: argparse.Namespace) -> str:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from elmo.formats.model_files import save_bilm
-    from elmo.runtime.atomic_files import check_destination
 
-    check_destination(args.output, args.force)  # before the model loads
-    bilm = load_model(args)
+    ref = model_ref(args)
+    bilm = ref.load()
     if args.to == "hf":
         from elmo.formats.hf_folders import save_hf_folder
         from elmo.formats.model_card import source_facts
 
-        source = args.model or (Path(args.weight_file).parent if args.weight_file else None)  # None: the demo
-        save_hf_folder(bilm, args.output, source_facts(source), force=args.force)
+        save_hf_folder(bilm, args.output, source_facts(ref), force=args.force)
     else:
         save_bilm(bilm, args.output, native=args.to == "native", force=args.force)
     log.info("wrote %s model to %s", args.to, args.output)
@@ -125,9 +124,8 @@ def cmd_dump_token_embeddings(args: argparse.Namespace) -> int:
 
 def cmd_warm_state(args: argparse.Namespace) -> int:
     from elmo.formats.model_files import store_warm_state
-    from elmo.formats.published import resolve_model
 
-    path = store_warm_state(resolve_model(args.model), force=args.force)
+    path = store_warm_state(model_ref(args).path(), force=args.force)
     log.info("wrote %s", path)
     return 0
 
@@ -135,7 +133,8 @@ def cmd_warm_state(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from elmo.embedding.demo import run_demo
 
-    print(run_demo(load_model(args), args.output_dir, model_name(args)))
+    ref = model_ref(args)
+    print(run_demo(ref.load(), args.output_dir, ref.label, force=args.force))
     return 0
 
 
@@ -145,8 +144,9 @@ def add_embed_commands(commands) -> None:
                        "(.conllu), a FASTA file of sequences (.fa, .fasta, .faa: one token per residue, keyed by "
                        "record id), or records (.jsonl, .parquet: --text-field, --id-field); UTF-8; .gz is "
                        "unpacked; - reads stdin")
-    embed.add_argument("output", help="HDF5 file to write (replaced atomically when done; checked before any work); "
-                       "with --format parquet, the directory of shards")
+    add_output(embed, "output", output=Output(kind=_embed_output_kind), help="HDF5 file to write (it appears "
+               "atomically when done; an existing one only with --force); with --format parquet, the directory of "
+               "shards")
     vectors = embed.add_argument_group("what to keep (docs/embedding.md#sentence-vectors)")
     which = vectors.add_mutually_exclusive_group()
     which.add_argument("--all", dest="layer", action="store_const", const="all", help="all layers: (L+1, n, 2P)")
@@ -169,11 +169,12 @@ def add_embed_commands(commands) -> None:
     embed.add_argument("--align", metavar="FILE", help="alignment matrix W of the aligned multilingual models "
                        "(<lang>_best_mapping.pth, fitted on layer 1): every output vector x becomes x @ W.T")
     add_setting_flags(embed, EmbedOptions, ["batch_size", "initial_state"])
-    add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "overwrite",
-                                             "tokens", "text_field", "id_field"])
+    add_setting_flags(embed, OutputOptions, ["input_format", "use_sentence_keys", "forget_sentences", "tokens",
+                                             "text_field", "id_field"])
     add_flag(embed, "device", DEVICE)
     speed = embed.add_argument_group("speed and scale")
-    add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache"])
+    add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache",
+                                             "sequence_window"])
     add_setting_flags(speed, EngineOptions)
     speed.add_argument("--resume", action="store_true",
                        help="continue an interrupted run of the same command, computing only what is missing")
@@ -184,14 +185,13 @@ def add_embed_commands(commands) -> None:
     convert = commands.add_parser("convert", help="convert a model between the original, the native and the "
                                   "Hugging Face-style format (an ELMoForManyLangs model: to native or hf only)")
     add_model_args(convert)
-    convert.add_argument("output", help="output directory")
+    add_output(convert, "output", output=Output(DIRECTORY), help="output directory (an existing non-empty one only "
+               "with --force, which replaces it as a whole)")
     convert.add_argument(
         "--to", choices=("hdf5", "native", "hf"), default="native", help="hdf5: options.json + weights.hdf5; "
         "native: config.json + model.safetensors (default); hf: the native files + README.md, a model card for "
         "model hubs (architecture, and the language, training data and results the source records)"
     )
-    convert.add_argument("--force", action="store_true", help="replace an existing non-empty output directory as a "
-                         "whole (without it, one is refused)")
     convert.set_defaults(func=cmd_convert)
 
     dump = commands.add_parser(
@@ -199,20 +199,22 @@ def add_embed_commands(commands) -> None:
     )
     add_model_args(dump)
     dump.add_argument("--vocab", required=True, help="vocabulary file, one token per line")
-    dump.add_argument("output", help="HDF5 file to write (dataset 'embedding', one row per vocabulary line)")
-    dump.add_argument("--batch-size", type=int, default=1024, help="tokens per batch (default 1024)")
+    add_output(dump, "output", help="HDF5 file to write (dataset 'embedding', one row per vocabulary line)")
+    dump.add_argument("--batch-size", type=checked(int, at_least(1)), default=1024,
+                      help="tokens per batch (default 1024)")
     dump.set_defaults(func=cmd_dump_token_embeddings)
 
     warm = commands.add_parser(
         "warm-state", help="store a model's warm initial state (for --initial-state warm) in its directory"
     )
     warm.add_argument("--model", required=True, help="model directory (either format) or published model's name: "
-                      "warm_state.safetensors is written there, computed from a shipped neutral text")
-    warm.add_argument("--force", action="store_true", help="replace a warm_state.safetensors the model directory "
-                      "already holds (without it, one is refused)")
+                      "warm_state.safetensors is written there, computed from a shipped neutral text; for a model "
+                      "shipped in the package (read-only), into $ELMO_HOME/warm-state/, where loading finds it")
+    add_flag(warm, "force", FORCE)
     warm.set_defaults(func=cmd_warm_state)
 
     demo = commands.add_parser("demo", help="embed example sentences; show one word's vectors differ by context")
     add_model_args(demo)
-    demo.add_argument("--output-dir", default="runs/demo", help="where to write the sentences and embeddings")
+    add_output(demo, "--output-dir", output=Output(files=DEMO_FILES), default="runs/demo",
+               help=f"the directory to write {' and '.join(DEMO_FILES)} in (either already there: only with --force)")
     demo.set_defaults(func=cmd_demo)

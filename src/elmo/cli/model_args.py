@@ -33,38 +33,26 @@ def add_checkpoint_arg(parser) -> None:
     )
 
 
-def model_name(args: argparse.Namespace) -> str:
-    """How outputs and the service name the model the flags give: the published or shipped name, or the last part
-    of the path (not the directories of this machine)."""
-    from pathlib import Path
+def model_ref(args: argparse.Namespace):
+    """The :class:`~elmo.formats.model_ref.ModelRef` the model flags name (before any model loads): the flags go
+    together as they must, and a spelling that names nothing is one line here."""
+    from elmo.formats.model_ref import ModelRef
 
-    if args.model:
-        return Path(args.model).name or args.model
-    if args.weight_file:
-        return Path(args.weight_file).name
-    return "demo"
-
-
-def check_model_args(args: argparse.Namespace) -> None:
-    """The model flags go together as they must (before any model loads)."""
-    if args.model and (args.options_file or args.weight_file):
+    options_file, weight_file = getattr(args, "options_file", None), getattr(args, "weight_file", None)
+    if args.model and (options_file or weight_file):
         raise ElmoError("give either --model or --options-file/--weight-file, not both")
     if getattr(args, "checkpoint", None) and not args.model:
         raise ElmoError("--checkpoint picks a checkpoint of a bilm-tf training directory: give that directory as "
                         "--model")
-    if (args.options_file or args.weight_file) and not (args.options_file and args.weight_file):
+    if (options_file or weight_file) and not (options_file and weight_file):
         raise ElmoError("--options-file and --weight-file go together")
+    if options_file:
+        return ModelRef.parse(options_file=options_file, weight_file=weight_file)
+    if not args.model:
+        log.info("no model given: using the small demo biLM shipped with the package (see --model)")
+    return ModelRef.parse(args.model or "demo", checkpoint=getattr(args, "checkpoint", None))
 
 
 def load_model(args: argparse.Namespace):
     """The biLM the model flags name."""
-    from elmo.formats.model_files import load_bilm
-    from elmo.formats.published import demo_model_dir, resolve_model
-
-    check_model_args(args)
-    if args.model:
-        return load_bilm(resolve_model(args.model), checkpoint=getattr(args, "checkpoint", None))
-    if args.options_file:
-        return load_bilm(options_file=args.options_file, weight_file=args.weight_file)
-    log.info("no model given: using the small demo biLM shipped with the package (see --model)")
-    return load_bilm(demo_model_dir())
+    return model_ref(args).load()

@@ -7,12 +7,17 @@ import json
 import os
 import sys
 
+from elmo.errors import UsageError
+
 
 def cmd_models(args: argparse.Namespace) -> int:
     from elmo.formats.published import list_models
 
     rows = list_models()
     if args.family:
+        families = sorted({row.family for row in rows})
+        if args.family not in families:
+            raise UsageError(f"--family {args.family}: no such family (the families: {', '.join(families)})")
         rows = [row for row in rows if row.family == args.family]
     if args.json:
         text = json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False)
@@ -42,6 +47,6 @@ def add_model_commands(commands) -> None:
     models = commands.add_parser(
         "models", help="list the published models --model NAME accepts (family, language, size, cached or not)"
     )
-    models.add_argument("--family", help="only this family (bilm-tf, manylangs, ...)")
+    models.add_argument("--family", help="only this family (bilm-tf, manylangs, tf-hub, shipped)")
     models.add_argument("--json", action="store_true", help="one JSON list of objects instead of the table")
     models.set_defaults(func=cmd_models)

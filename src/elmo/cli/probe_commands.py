@@ -6,9 +6,10 @@ import argparse
 import json
 
 from elmo.cli.model_args import add_model_args, load_model
-from elmo.cli.setting_flags import add_flag, add_setting_flags, settings_from_args
+from elmo.cli.setting_flags import add_flag, add_setting_flags, checked, settings_from_args
 from elmo.precision import Precision
 from elmo.probing.linear import ProbeSettings
+from elmo.settings import at_least
 from elmo.shared_settings import DEVICE, PRECISION
 
 
@@ -83,7 +84,7 @@ def add_probe_commands(commands) -> None:
     pos.add_argument("--train", required=True, help="CoNLL-U training file")
     pos.add_argument("--test", required=True, help="CoNLL-U test file")
     pos.add_argument("--tagset", choices=("upos", "xpos"), default="upos", help="which tag column (default: upos)")
-    pos.add_argument("--max-train-sentences", type=int, default=None, metavar="N",
+    pos.add_argument("--max-train-sentences", type=checked(int, at_least(1)), default=None, metavar="N",
                      help="train on the first N sentences of --train only (default: all)")
     _common(pos)
     add_setting_flags(pos.add_argument_group("probe training"), ProbeSettings)
@@ -104,10 +105,10 @@ def add_probe_commands(commands) -> None:
                             help="format of --corpus (default: text)")
     neighbours.add_argument("--layer", type=int, default=-1,
                             help="layer whose vectors are compared (default: -1, the top)")
-    neighbours.add_argument("--k", type=int, default=5, help="neighbours per use (default: 5)")
-    neighbours.add_argument("--max-sentences", type=int, default=10000, metavar="N",
+    neighbours.add_argument("--k", type=checked(int, at_least(1)), default=5, help="neighbours per use (default: 5)")
+    neighbours.add_argument("--max-sentences", type=checked(int, at_least(1)), default=10000, metavar="N",
                             help="read the first N sentences of the corpus (default: 10000)")
-    neighbours.add_argument("--max-uses", type=int, default=None, metavar="N",
+    neighbours.add_argument("--max-uses", type=checked(int, at_least(1)), default=None, metavar="N",
                             help="show the first N uses of the word (default: all)")
     _common(neighbours)
     neighbours.set_defaults(func=cmd_neighbours)

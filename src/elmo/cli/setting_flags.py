@@ -12,7 +12,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elmo.settings import Setting, setting_of, settings_of
+from elmo.settings import Check, Setting, check_value, setting_of, settings_of
 
 
 def add_setting_flags(
@@ -46,14 +46,38 @@ def add_flag(parser: Any, name: str, spec: Setting, kind: Any = None, from_prese
         if isinstance(kind, type) and issubclass(kind, enum.Enum):
             choices, kind = [member.value for member in kind], str
         metavar = spec.metavar or (None if choices else flag.lstrip("-").replace("-", "_").upper())
-        options.update(type=kind, choices=choices, metavar=metavar)
+        options.update(type=_checked_type(kind, spec), choices=choices, metavar=metavar)
     parser.add_argument(flag, **options)
 
 
-def add_parameter_flag(parser: Any, flag: str, function: Callable, help: str, **options: Any) -> None:
-    """A flag passed on to ``function``'s parameter of the same name: that parameter's default is the flag's."""
+def _checked_type(kind: Callable[[str], Any], spec: Setting) -> Callable[[str], Any]:
+    """argparse's ``type``: the text as ``kind``, refused as it is parsed when the setting's checks refuse it, so a
+    bad value is a usage error (exit status 2: ``argument --batch-size: must be >= 1, got 0``)."""
+
+    def convert(text: str) -> Any:
+        value = kind(text)  # a ValueError here: argparse's "invalid int value: 'two'"
+        try:
+            check_value(spec, value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return value
+
+    convert.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in its own message
+    return convert
+
+
+def checked(kind: Callable[[str], Any], check: Check) -> Callable[[str], Any]:
+    """argparse's ``type`` for a plain number flag (not a setting): ``kind`` refused by ``check`` as it is parsed
+    (``--max-steps``: ``checked(int, at_least(1))``), a usage error like a setting's bad value."""
+    return _checked_type(kind, Setting(None, "", check))
+
+
+def add_parameter_flag(parser: Any, flag: str, function: Callable, help: str, check: Check | None = None,
+                       **options: Any) -> None:
+    """A flag passed on to ``function``'s parameter of the same name: that parameter's default is the flag's;
+    ``check`` refuses a bad value as it is parsed."""
     default = inspect.signature(function).parameters[flag.lstrip("-").replace("-", "_")].default
-    options.setdefault("type", type(default))
+    options.setdefault("type", type(default) if check is None else checked(type(default), check))
     parser.add_argument(flag, default=default, help=f"{help} (default: {default})".replace("%", "%%"), **options)
 
 

@@ -7,10 +7,19 @@ import json
 import logging
 from pathlib import Path
 
-from elmo.cli.setting_flags import add_flag, add_parameter_flag, add_setting_flags, settings_from_args, show_progress
+from elmo.cli.outputs import DIRECTORY, FILE, Output, add_output, check_output_path
+from elmo.cli.setting_flags import (
+    add_flag,
+    add_parameter_flag,
+    add_setting_flags,
+    checked,
+    settings_from_args,
+    show_progress,
+)
 from elmo.errors import ElmoError
 from elmo.presets import TASK_PRESET_DIR, preset_names
 from elmo.runtime.extras import require
+from elmo.settings import at_least, fraction
 from elmo.shared_settings import DEVICE, PROGRESS, SEED
 from elmo.tasks.data import load_task_data
 from elmo.tasks.kinds import TASK_KINDS
@@ -22,11 +31,9 @@ log = logging.getLogger("elmo")
 
 def cmd_task_train(args: argparse.Namespace) -> int:
     require("seqeval", "tasks", "elmo task train")  # the tasks extra: one line, before any file is read or written
-    from elmo.runtime.atomic_files import check_destination
     from elmo.tasks import build_runner, train_task
     from elmo.tasks.task_config import read_task_config
 
-    check_destination(args.output, args.force)  # before any data or model loads
     config = read_task_config(args.config)
     if config.task != args.task:
         raise ElmoError(f"{args.config} is a '{config.task}' config, but the command says '{args.task}'")
@@ -56,11 +63,13 @@ def cmd_task_evaluate(args: argparse.Namespace) -> int:
     from elmo.tasks import load_task_model, read_examples
     from elmo.tasks.task_trainer import write_predictions
 
+    output = Path(args.predictions or Path(args.model) / f"predictions.{Path(args.input).name}")
+    if not args.predictions:  # the default path: the rule a given one passed in elmo.cli.main, before any work
+        check_output_path(output, FILE, args.force)
     cached = False if args.on_the_fly else None  # None: as trained
     runner = load_task_model(args.model, args.bilm, cached, device=args.device, progress=show_progress(args))
     examples = read_examples(runner.config.task, args.input)
     predicted = runner.predict(examples, progress=show_progress(args))
-    output = Path(args.predictions or Path(args.model) / f"predictions.{Path(args.input).name}")
     write_predictions(runner, output, examples, predicted)
     print(json.dumps({"input": str(args.input), runner.kind.metric_name: round(runner.score(examples, predicted), 4),
                       "sentences": len(examples), "predictions": str(output)}))
@@ -90,9 +99,9 @@ def add_task_commands(commands) -> None:
     train.add_argument("--train", required=True, help="training file")
     train.add_argument("--dev", required=True, help="dev file (selects the best epoch)")
     train.add_argument("--test", help="test file, scored with the dev-selected model")
-    train.add_argument("--output", required=True, help="directory for the checkpoint, predictions and result.json")
-    train.add_argument("--force", action="store_true", help="replace an existing non-empty --output as a whole "
-                       "(without it, one is refused)")
+    add_output(train, "--output", output=Output(DIRECTORY), required=True, help="directory for the checkpoint, "
+               "predictions and result.json (an existing non-empty one only with --force, which replaces it as a "
+               "whole)")
     train.add_argument("--bilm", help="biLM: a model directory or archive, or a model name such as corpus or demo "
                        "(`elmo models`); default: the shipped demo; task.json records a name as is, a path absolute")
     train.add_argument("--word-vectors", help="word2vec text file (from 'elmo task word-vectors'); default random")
@@ -100,8 +109,10 @@ def add_task_commands(commands) -> None:
     train.add_argument("--no-elmo", action="store_true", help="the baseline: same model without ELMo")
     train.add_argument("--on-the-fly", action="store_true", help="run the biLM every batch instead of caching")
     add_setting_flags(train, TaskTrainConfig, ["seed", "epochs"], from_preset=True)  # over the config's train.*
-    add_parameter_flag(train, "--train-fraction", load_task_data, "random fraction of the training data")
-    train.add_argument("--limit", type=int, help="at most this many sentences per split (smoke tests)")
+    add_parameter_flag(train, "--train-fraction", load_task_data, "random fraction of the training data",
+                       fraction(upper_open=False, lower_open=True))
+    train.add_argument("--limit", type=checked(int, at_least(1)),
+                       help="at most this many sentences per split (smoke tests)")
     add_flag(train, "device", DEVICE)
     add_flag(train, "progress", PROGRESS, bool)
     train.set_defaults(func=cmd_task_train)
@@ -109,7 +120,7 @@ def add_task_commands(commands) -> None:
     evaluate = sub.add_parser("evaluate", help="predict and score any file with a trained task model")
     evaluate.add_argument("--model", required=True, help="task model directory (from 'elmo task train')")
     evaluate.add_argument("--input", required=True, help=f"a file of the model's task kind: {_kinds_help()}")
-    evaluate.add_argument("--predictions", help="output file (default: MODEL/predictions.<input name>)")
+    add_output(evaluate, "--predictions", help="output file (default: MODEL/predictions.<input name>)")
     evaluate.add_argument("--bilm", help="biLM (directory, archive or name), if not where it was at training time")
     evaluate.add_argument("--on-the-fly", action="store_true", help="run the biLM inside the model")
     add_flag(evaluate, "device", DEVICE)
@@ -118,11 +129,11 @@ def add_task_commands(commands) -> None:
 
     vectors = sub.add_parser("word-vectors", help="train baseline word vectors (gensim) on the biLM's corpus")
     vectors.add_argument("--corpus", required=True, help="text file, one tokenised sentence per line (.gz ok)")
-    vectors.add_argument("--output", required=True, help="word2vec text file to write")
-    add_parameter_flag(vectors, "--dim", train_word_vectors, "vector size")
+    add_output(vectors, "--output", required=True, help="word2vec text file to write")
+    add_parameter_flag(vectors, "--dim", train_word_vectors, "vector size", at_least(1))
     add_parameter_flag(vectors, "--algorithm", train_word_vectors, "skip-gram model", choices=("word2vec", "fasttext"))
-    add_parameter_flag(vectors, "--min-count", train_word_vectors, "ignore rarer words")
-    add_parameter_flag(vectors, "--epochs", train_word_vectors, "passes over the corpus")
+    add_parameter_flag(vectors, "--min-count", train_word_vectors, "ignore rarer words", at_least(1))
+    add_parameter_flag(vectors, "--epochs", train_word_vectors, "passes over the corpus", at_least(1))
     add_flag(vectors, "seed", SEED)
-    add_parameter_flag(vectors, "--workers", train_word_vectors, "threads")
+    add_parameter_flag(vectors, "--workers", train_word_vectors, "threads", at_least(1))
     vectors.set_defaults(func=cmd_task_word_vectors)

@@ -9,15 +9,25 @@ import logging
 from pathlib import Path
 
 from elmo.cli.model_args import add_checkpoint_arg
-from elmo.cli.setting_flags import add_flag, add_parameter_flag, add_setting_flags, settings_from_args, show_progress
+from elmo.cli.outputs import DIRECTORY, Output, add_output
+from elmo.cli.setting_flags import (
+    add_flag,
+    add_parameter_flag,
+    add_setting_flags,
+    checked,
+    settings_from_args,
+    show_progress,
+)
 from elmo.errors import ConfigError
 from elmo.presets import preset_names
+from elmo.settings import at_least
 from elmo.shared_settings import DEVICE, INITIAL_STATES, PROGRESS
 from elmo.training.perplexity import model_perplexity
 from elmo.training.run_files import is_run_dir
 from elmo.training.substitutes import model_substitutes, read_tokenised_lines
 from elmo.training.train_config import TrainConfig
 from elmo.training.vocab_counts import vocabulary_from_counts
+from elmo.vocab import SPECIAL_TOKENS
 
 log = logging.getLogger("elmo")
 
@@ -133,9 +143,12 @@ def _add_train_args(parser: argparse.ArgumentParser, fine_tuning: bool = False) 
                         "the preset, and the defaults below fill the rest" if fine_tuning else presets)
     parser.add_argument("--train", required=True, nargs="+", help="training shards: files or quoted globs")
     parser.add_argument("--vocab", required=True, help="vocabulary file from `elmo vocab` (<S>, </S>, <UNK> first)")
-    parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, TensorBoard, plot)")
+    add_output(parser, "--out", output=Output(DIRECTORY, resumable=is_run_dir), required=True,
+               help="run directory (checkpoints, logs, TensorBoard, plot); an existing non-empty one only with "
+               "--resume (continue it) or --force (replace it as a whole)")
     parser.add_argument("--valid", help="held-out file for full-softmax perplexity during and after training")
-    parser.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (default: from n_epochs)")
+    parser.add_argument("--max-steps", type=checked(int, at_least(1)),
+                        help="stop after this many optimizer steps (default: from n_epochs)")
     add_flag(parser, "device", DEVICE)
     add_flag(parser, "progress", PROGRESS, bool)
     keys = parser.add_argument_group("preset keys (each flag replaces the preset's value)")
@@ -147,16 +160,15 @@ def _add_resume_flag(parser: argparse.ArgumentParser) -> None:
         "--resume", action="store_true",
         help="continue the run in --out from its newest checkpoint (--config defaults to the run's own)",
     )
-    parser.add_argument("--force", action="store_true", help="a new run (without --resume) replaces an existing "
-                        "non-empty --out as a whole (without it, one is refused; an empty one is used)")
 
 
 def add_train_commands(commands) -> None:
     vocab = commands.add_parser("vocab", help="count words in a corpus and write a training vocabulary")
     vocab.add_argument("corpus", nargs="+", help="text shards (plain or .gz) or quoted globs, one sentence per line")
-    vocab.add_argument("-o", "--output", required=True, help="vocabulary file to write")
-    add_parameter_flag(vocab, "--min-count", vocabulary_from_counts, "drop words seen fewer times")
-    vocab.add_argument("--max-size", type=int, help="at most this many lines, the 3 special tokens included")
+    add_output(vocab, "-o", "--output", required=True, help="vocabulary file to write")
+    add_parameter_flag(vocab, "--min-count", vocabulary_from_counts, "drop words seen fewer times", at_least(1))
+    vocab.add_argument("--max-size", type=checked(int, at_least(len(SPECIAL_TOKENS))),
+                       help=f"at most this many lines, the {len(SPECIAL_TOKENS)} special tokens included")
     vocab.set_defaults(func=cmd_vocab)
 
     train = commands.add_parser("train", help="train a biLM language model (torchrun for several processes)")
@@ -178,8 +190,8 @@ def add_train_commands(commands) -> None:
                      "--model` takes; it needs softmax.hdf5 + vocab.txt)")
     ppl.add_argument("--data", required=True, help="text file, one tokenised sentence per line")
     ppl.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
-    add_parameter_flag(ppl, "--rows", model_perplexity, "parallel contiguous streams (1: one stream)")
-    add_parameter_flag(ppl, "--unroll-steps", model_perplexity, "window length (state carries across)")
+    add_parameter_flag(ppl, "--rows", model_perplexity, "parallel contiguous streams (1: one stream)", at_least(1))
+    add_parameter_flag(ppl, "--unroll-steps", model_perplexity, "window length (state carries across)", at_least(1))
     add_parameter_flag(ppl, "--initial-state", model_perplexity, "carry: the file is one stream, the state carried "
                        "from sentence to sentence (bilm-tf's protocol); zero or warm: each sentence on its own, from "
                        "zeros or the model's warm state, as a stateless embedder runs it", choices=INITIAL_STATES)
@@ -195,8 +207,8 @@ def add_train_commands(commands) -> None:
     subs.add_argument("--model", required=True, help="run directory or export directory (any spelling `elmo embed "
                       "--model` takes; it needs softmax.hdf5 + vocab.txt)")
     subs.add_argument("--vocab", help="vocabulary (default: the vocab.txt stored with the model)")
-    add_parameter_flag(subs, "--top-k", model_substitutes, "candidates per token and direction")
-    add_parameter_flag(subs, "--batch-size", model_substitutes, "sentences per batch")
+    add_parameter_flag(subs, "--top-k", model_substitutes, "candidates per token and direction", at_least(1))
+    add_parameter_flag(subs, "--batch-size", model_substitutes, "sentences per batch", at_least(1))
     add_flag(subs, "device", DEVICE)
     subs.add_argument("--json", action="store_true", help="one JSON array per input line: per token "
                       '{"word", "forward": [[word, probability], ...], "backward": [...]}')
@@ -204,6 +216,6 @@ def add_train_commands(commands) -> None:
 
     export = commands.add_parser("export", help="write a run's newest checkpoint as options.json + weights.hdf5")
     export.add_argument("run_dir", help="training run directory")
-    export.add_argument("out_dir", help="directory to write (an existing non-empty one only with --force)")
-    export.add_argument("--force", action="store_true", help="replace an existing non-empty out_dir as a whole")
+    add_output(export, "out_dir", output=Output(DIRECTORY), help="directory to write (an existing non-empty one "
+               "only with --force, which replaces it as a whole)")
     export.set_defaults(func=cmd_export)

@@ -66,5 +66,5 @@ def _writing(target: ChunkTarget, chunk: Chunk) -> Iterator[Callable[[int, np.nd
         with target.writing(chunk.index, chunk.lines, chunk.keys) as add:
             yield add
     else:
-        with target.writing(chunk.index, chunk.keys, [" ".join(s) for s in chunk.sentences]) as part:
-            yield lambda i, data: part.create_dataset(chunk.keys[i], data=data)
+        with target.writing(chunk.index, chunk.keys, [" ".join(s) for s in chunk.sentences]) as add:
+            yield lambda i, data: add(chunk.keys[i], data)

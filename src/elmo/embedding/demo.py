@@ -7,14 +7,23 @@ sees no context, gives every occurrence the same vector, which is the point of c
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from elmo.embedding.embedder import Embedder
-from elmo.embedding.file_job import EmbedFileJob
-from elmo.modules.bilm import BiLM
+from elmo.errors import ConfigError
+from elmo.runtime.atomic_files import write_text_atomic
+
+if TYPE_CHECKING:  # the CLI reads DEMO_FILES when it builds its parser: no model code imported for that
+    from elmo.embedding.embedder import Embedder
+    from elmo.modules.bilm import BiLM
+
+SENTENCES_FILE, EMBEDDINGS_FILE = "sentences.txt", "embeddings.hdf5"
+DEMO_FILES = (SENTENCES_FILE, EMBEDDINGS_FILE)
+"""What ``elmo demo`` writes into its output directory (and nothing else there)."""
 
 # (word, sense, sentence): written for this demo.
 CONTEXTS: list[tuple[str, str, str]] = [
@@ -85,19 +94,26 @@ def format_table(neighbours: list[Neighbour]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(bilm: BiLM, output_dir: str | Path, model_name: str = "demo") -> str:
-    """``elmo demo``: embed :data:`CONTEXTS` into ``output_dir`` and return the report (Markdown table included)."""
-    embedder = Embedder(bilm, batch_size=16, model_name=model_name)
+def run_demo(bilm: BiLM, output_dir: str | Path, model_name: str = "demo", force: bool = False) -> str:
+    """``elmo demo``: embed :data:`CONTEXTS` into ``output_dir`` and return the report (Markdown table included).
+    :data:`DEMO_FILES` already in ``output_dir`` are refused unless ``force``; nothing else there is touched."""
+    from elmo.embedding.embed_options import OutputOptions
+    from elmo.embedding.embedder import Embedder
+    from elmo.embedding.file_job import EmbedFileJob
+
     out_dir = Path(output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sentences = out_dir / "sentences.txt"
-    sentences.write_text("".join(f"{s}\n" for _, _, s in CONTEXTS), encoding="utf-8")
-    EmbedFileJob(embedder).run(sentences, out_dir / "embeddings.hdf5")
+    sentences, embeddings = out_dir / SENTENCES_FILE, out_dir / EMBEDDINGS_FILE
+    for path in (sentences, embeddings):
+        if not force and os.path.lexists(path):
+            raise ConfigError(f"{path} exists; pass --force to replace it")
+    embedder = Embedder(bilm, batch_size=16, model_name=model_name)
+    write_text_atomic(sentences, "".join(f"{s}\n" for _, _, s in CONTEXTS))
+    EmbedFileJob(embedder, OutputOptions(force=True)).run(sentences, embeddings)  # checked above
     token_layer = nearest_neighbours(word_vectors(embedder, CONTEXTS, layer=0), CONTEXTS)
     neighbours = nearest_neighbours(word_vectors(embedder, CONTEXTS, layer=None), CONTEXTS)
     low, high = min(n.similarity for n in token_layer), max(n.similarity for n in token_layer)
     return "\n\n".join([
-        f"Embedded {len(CONTEXTS)} sentences into {out_dir / 'embeddings.hdf5'} (all layers, keys = line numbers).",
+        f"Embedded {len(CONTEXTS)} sentences into {embeddings} (all layers, keys = line numbers).",
         f"Token layer (no context): every use of a word has the same vector, cosine {low:.3f}-{high:.3f}.",
         "ELMo (mean of all layers): each use's nearest other use of the same word",
         format_table(neighbours),

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elmo.errors import UsageError
+from elmo.modules.long_sequences import MIN_WINDOW
 from elmo.precision import Precision
 from elmo.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 from elmo.settings import at_least, check_settings, setting
-from elmo.shared_settings import INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
+from elmo.shared_settings import FORCE, INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
 
 STATELESS_BATCH_SIZE = 256
 CARRY_BATCH_SIZE = 64
@@ -38,6 +39,14 @@ class EmbedOptions:
         check=at_least(1))
     vocab_cache: int = setting(0, "keep the token-layer vectors of up to N words across batches (0: off)",
                                metavar="N", check=at_least(0))
+    sequence_window: int = setting(
+        256, "a sentence (or protein) longer than N positions, <S> and </S> included, runs N positions at "
+        "a time, its LSTM states carried from window to window: the same vectors, in bounded memory, and a stop "
+        "(Ctrl-C, SIGTERM) waits for one window, not the whole sequence", metavar="N", check=at_least(MIN_WINDOW))
+    """Not part of what an output records: the vectors do not depend on it (``tests/modules/test_long_sequences.py``
+    holds them bit-identical in float32). 256 positions: about 0.2 s of the tiny biLM and 3-18 s of the original
+    architecture at batch size 1 (a quiet to a loaded 2-core machine) between stop checks, at no measurable cost
+    (docs/benchmarks/embedding.md, 2026-12-07)."""
 
     @property
     def stateful(self) -> bool:
@@ -67,9 +76,10 @@ class OutputOptions:
     """Parquet: the layout of ``elmo.embedding.parquet_output``, for engines that read Parquet (Spark, DuckDB)."""
     use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
     forget_sentences: bool = setting(False, "do not write the sentence_to_index dataset")
-    overwrite: bool = setting(False, "replace an existing output file that is not HDF5 (never the input itself); "
-                              "--format parquet: write into a non-empty directory that holds no earlier output")
-    """An existing HDF5 output is always replaced: a rerun is not a mistake, replacing a text file may be."""
+    force: bool = FORCE.field()
+    """Replace an existing output file (never the input itself); ``--format parquet``: write into a non-empty
+    directory (an earlier run's shards are replaced). Without it an existing output is refused, unless ``resume``
+    continues the run that writes it."""
     matrix: bool = setting(False, "with --pool: one (n_lines, dim) dataset 'embeddings' (row i = line i; its keys "
                            "in 'keys') instead of one dataset per line: the fast layout to load whole")
     errors: str = setting(
@@ -89,8 +99,9 @@ class OutputOptions:
         "text", "of JSONL or Parquet input: the field (column) holding each record's sentence, whitespace-tokenised "
         "text or a list of tokens")
     id_field: str | None = setting(
-        None, "of JSONL or Parquet input: the field (column) whose value keys each record's vectors and is kept "
-        "as the key column of Parquet output (default: none, records are keyed 0, 1, ...); ids must be unique")
+        None, "of JSONL or Parquet input: the field (column) whose value, as text, keys each record's vectors (the "
+        "HDF5 dataset names; in Parquet output a column of that name in place of 'key'); ids must be unique "
+        "(default: none, records are keyed 0, 1, ...)")
 
     tokens: str = setting(
         "words", "tokens of a text line: words (split on whitespace) or chars (one per character that is not "

@@ -19,10 +19,12 @@ from elmo.formats.warm_state import warm_state_for
 from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.elmo import checked_alignment
 from elmo.modules.initial_state import WarmStartBiLM
+from elmo.modules.long_sequences import contextualize_in_windows
 from elmo.modules.sequence import remove_sentence_boundaries
 from elmo.modules.token_vectors import TOKEN_ENCODERS, TokenVectors
 from elmo.precision import for_precision, resolve_precision
 from elmo.runtime.hashing import digest_of
+from elmo.runtime.interrupts import stop_point
 from elmo.runtime.threads import small_ops_on_one_thread
 
 
@@ -77,12 +79,17 @@ class Embedder:
 
     @torch.inference_mode()
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
-        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
+        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P). A batch longer
+        than ``options.sequence_window`` positions runs a window at a time (:meth:`_embed_in_windows`)."""
         sentences = list(token_lists(sentences, "Embedder.embed_batch"))
         if not sentences:
             return []
         with small_ops_on_one_thread(self.device):
-            tokens, mask = self._token_layer(sentences)  # (B, T+2, P), (B, T+2)
+            table, index = self._token_table(sentences)  # (U+1, P), (B, T+2)
+            if index.shape[1] > self.options.sequence_window:
+                layers = self._embed_in_windows(table, index)  # (B, L+1, T, 2P)
+                return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
+            tokens, mask = table[index], index > 0  # (B, T+2, P), (B, T+2); padding is zero
             run = next(m for m in (self._stateful, self._warm, self.model) if m is not None).contextualize
             out = run(tokens, mask)
             # each layer is let go once copied: a long sequence (a protein) holds two copies of its layers, not three
@@ -93,8 +100,30 @@ class Embedder:
             layers = to_host(layers)
         return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
 
-    def _token_layer(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token vectors of ``<S> sentence </S>`` per row, (B, T+2, P), and the mask (B, T+2); padding is zero."""
+    def _embed_in_windows(self, table: torch.Tensor, index: torch.Tensor) -> np.ndarray:
+        """Every layer of a batch longer than the window, (B, L+1, T, 2P) float32 on the host: the positions after
+        ``<S>`` (a row's tokens first, then its ``</S>`` and padding). Written a window of positions at a time, the
+        LSTM states carried from window to window (:func:`~elmo.modules.long_sequences.contextualize_in_windows`),
+        so the memory is the output plus one window, a row's vectors are one contiguous block, and a stop request
+        (SIGINT/SIGTERM) is honoured between windows (:func:`~elmo.runtime.interrupts.stop_point`)."""
+        batch, time = index.shape
+        window = self.options.sequence_window
+        out = torch.empty(batch, self.num_layers, time - 2, self.output_dim, dtype=torch.float32,
+                          pin_memory=self.device.type == "cuda")
+        state = next((m.rows(batch) for m in (self._stateful, self._warm) if m is not None), None)
+        final = contextualize_in_windows(self.model, lambda positions: table[index.gather(1, positions)], index > 0,
+                                         out, state, window=window, between_windows=stop_point, offset=1)
+        if self._stateful is not None:
+            self._stateful.keep(final)
+        if self.alignment is not None:
+            for start in range(0, time - 2, window):
+                piece = out[:, :, start : start + window]  # (B, L+1, w, 2P)
+                piece.copy_(torch.nn.functional.linear(piece.to(self.device), self.alignment))  # x @ W.T
+        return out.numpy()
+
+    def _token_table(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token vectors of a batch's distinct words, (U+1, P) with row 0 zero (padding), and each row of
+        ``<S> sentence </S>`` as indices into it, (B, T+2), 0 after the row's end."""
         bos, eos = self._token_vectors.boundary_tokens
         rows = [[bos, *s, eos] for s in sentences]
         words = list(dict.fromkeys(w for row in rows for w in row))  # distinct, in order of appearance
@@ -106,7 +135,7 @@ class Embedder:
             index[b, : len(row)] = torch.tensor([position[w] for w in row])
         index = index.to(vectors.device)
         table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (U+1, P)
-        return table[index], index > 0
+        return table, index
 
     def embed_sentence(self, sentence: list[str]) -> np.ndarray:
         """One tokenised sentence -> (L + 1, n_tokens, 2P)."""

@@ -84,7 +84,7 @@ class EmbedFileJob:
             raise UsageError("--matrix is a layout of HDF5 output: --format parquet already stores one row per line")
         if parquet and ranks.world_size > 1:
             raise ElmoError("--format parquet is written by one process: run it without torchrun")
-        check_output(input_path, output_path, output)
+        check_output(input_path, output_path, output, self.resume)
         if is_stream(input_path) and (self.resume or ranks.world_size > 1):
             raise ElmoError(f"{display_name(input_path)} is read once, as it comes: --resume and torchrun need an "
                             "input file they can read again")
@@ -197,13 +197,18 @@ class EmbedFileJob:
         return key
 
 
-def check_output(input_path: Path, output_path: Path, output: OutputOptions) -> None:
+def check_output(input_path: Path, output_path: Path, output: OutputOptions, resume: bool = False) -> None:
     """Refuse unusable input and output paths before any work (the CLI calls this before the model loads): an HDF5
-    file, or with ``--format parquet`` a directory of shards."""
+    file, or with ``--format parquet`` a directory of shards; an existing one only with ``force`` or ``resume``. The
+    record fields of an input that has none are refused, not ignored."""
+    read_as = resolve_input_format(input_path, output.input_format)
+    if read_as not in ("jsonl", "parquet") and (output.text_field != "text" or output.id_field is not None):
+        raise UsageError(f"--text-field and --id-field name fields of JSONL or Parquet records; "
+                         f"{display_name(input_path)} is read as {read_as} (--input-format)")
     if output.output_format == "parquet":
-        check_shard_directory(input_path, output_path, output.overwrite)
+        check_shard_directory(input_path, output_path, output.force, resume)
     else:
-        check_paths(input_path, output_path, output.overwrite)
+        check_paths(input_path, output_path, output.force, resume)
 
 
 def _input_settings(input_path: Path, output: OutputOptions) -> dict:

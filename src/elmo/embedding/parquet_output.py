@@ -45,7 +45,7 @@ import numpy as np
 
 from elmo.embedding.parts import HOW_PARTS_ARE_CUT, first_change
 from elmo.errors import ElmoError, OutputWriteError
-from elmo.runtime.atomic_files import default_permissions, errno_of, write_failure, write_json_atomic
+from elmo.runtime.atomic_files import default_permissions, is_write_failure, sync_file, write_error, write_json_atomic
 from elmo.runtime.extras import require
 from elmo.runtime.hashing import sha256_file
 from elmo.runtime.text_files import STDIN, check_input
@@ -79,11 +79,10 @@ def holds_output(directory: Path) -> bool:
         return False
 
 
-def check_shard_directory(input_path: Path, directory: Path, overwrite: bool = False) -> None:
+def check_shard_directory(input_path: Path, directory: Path, force: bool = False, resume: bool = False) -> None:
     """Refuse, before any work, an output directory that cannot or must not be written: a file, or a non-empty
-    directory that holds no output of this layout (unless ``overwrite``: its ``part-*.parquet`` are then replaced);
-    one that holds an earlier run's shards is replaced by a rerun (or continued with ``--resume``), as an HDF5 output
-    is."""
+    directory, unless ``force`` (its ``part-*.parquet`` are then replaced) or, for an earlier run's shards,
+    ``resume`` (which continues them)."""
     check_input(input_path, "input file")
     require("pyarrow.parquet", "parquet", WHAT)  # before a model loads
     if str(directory) == STDIN:
@@ -95,9 +94,8 @@ def check_shard_directory(input_path: Path, directory: Path, overwrite: bool = F
                 p.resolve() for p in _ours(directory)}:
             raise ElmoError(f"{input_path}: the input is one of the output's files; writing would destroy it: give "
                             "another output directory")
-        if not overwrite and not holds_output(directory) and any(directory.iterdir()):
-            raise ElmoError(f"{directory}: exists, is not empty and holds no elmo Parquet output ({MANIFEST}); give a "
-                            "new or empty directory, or pass --overwrite to write there")
+        if not force and not (resume and holds_output(directory)) and any(directory.iterdir()):
+            raise ElmoError(f"{directory} exists and is not empty; pass --force to replace it")
     existing = next(p for p in directory.absolute().parents if p.exists())
     if not existing.is_dir():
         raise ElmoError(f"{existing}: is a file, not a directory: {directory} cannot be created")
@@ -182,13 +180,13 @@ class ShardFiles:
             finally:
                 if writer is not None:
                     writer.close()
+            sync_file(tmp)
             default_permissions(tmp)
             os.replace(tmp, path)
-        except OSError as e:
-            if errno_of(e) is None:
+        except Exception as e:
+            if not is_write_failure(e):
                 raise
-            raise OutputWriteError(f"{tmp}: cannot write ({write_failure(e)}); the finished shards in "
-                                   f"{self.directory} are kept: free space and rerun with --resume") from e
+            raise write_error(path, e, _kept(self.directory)) from e
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -338,5 +336,8 @@ class ParquetShards:
         try:
             write_json_atomic(self.manifest_path, manifest)
         except OSError as e:
-            raise OutputWriteError(f"{self.manifest_path}: cannot write ({write_failure(e)}); the finished shards in "
-                                   f"{self.directory} are kept: free space and rerun with --resume") from e
+            raise write_error(self.manifest_path, e, _kept(self.directory)) from e
+
+
+def _kept(directory: Path) -> str:
+    return f"the finished shards in {directory} are kept: free space and rerun with --resume"

@@ -10,6 +10,10 @@ name and renamed, so a part either exists completely or not at all::
 
 ``--resume`` skips chunks whose part exists; several processes fill disjoint chunks of the same directory; and the
 final :meth:`Parts.merge` copies the parts in order into a temp file that is renamed over the output (atomic).
+
+Every HDF5 file here is written through :func:`~elmo.runtime.atomic_files.atomic_file` (h5py's ``fileobj``
+driver): HDF5 itself never sees a failed write, which on a full disk makes it crash or flood stderr; the failure is
+raised between datasets, as one line naming the file, and the temporary file is removed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,7 +30,7 @@ import h5py
 import numpy as np
 
 from elmo.errors import ElmoError, OutputWriteError
-from elmo.runtime.atomic_files import errno_of, write_failure
+from elmo.runtime.atomic_files import atomic_file, first_line, is_write_failure, write_error, write_text_atomic
 from elmo.runtime.text_files import STDIN, check_input
 
 log = logging.getLogger(__name__)
@@ -44,10 +48,11 @@ def parts_dir(output: Path) -> Path:
     return output.with_name(output.name + ".parts")
 
 
-def check_paths(input_path: Path, output: Path, overwrite: bool = False) -> None:
+def check_paths(input_path: Path, output: Path, force: bool = False, resume: bool = False) -> None:
     """Refuse a missing input, or an output that cannot or must not be written, before any work, so that a long
-    run never ends in an error it could have given at once. An existing HDF5 file is replaced (a rerun); any other
-    file only with ``overwrite``, and never the input itself (also through a link)."""
+    run never ends in an error it could have given at once. An existing file is replaced only with ``force`` (with
+    ``resume``, an HDF5 file is the run's finished output, which the resume checks), and never the input itself
+    (also through a link)."""
     check_input(input_path, "input file")
     if str(output) == STDIN:
         raise ElmoError("-: an HDF5 file cannot be written to stdout (it needs a seekable file); give a file name")
@@ -56,8 +61,8 @@ def check_paths(input_path: Path, output: Path, overwrite: bool = False) -> None
     if output.exists():
         if str(input_path) != STDIN and input_path.exists() and os.path.samefile(input_path, output):
             raise ElmoError(f"{output}: is the input file; writing to it would destroy the text: give another name")
-        if not overwrite and not h5py.is_hdf5(output):
-            raise ElmoError(f"{output}: exists and is not an HDF5 file; pass --overwrite to replace it")
+        if not force and not (resume and h5py.is_hdf5(output)):
+            raise ElmoError(f"{output} exists; pass --force to replace it")
     existing = next(p for p in output.absolute().parents if p.exists())
     if not existing.is_dir():
         raise ElmoError(f"{existing}: is a file, not a directory: {output} cannot be created")
@@ -101,17 +106,21 @@ def complete_output(output: Path, manifest: dict) -> int | None:
     of another input or other settings, or one that records no settings, is one error line."""
     if parts_dir(output).exists() or not output.is_file() or not h5py.is_hdf5(output):
         return None
-    redo = "rerun without --resume to replace it"
+    redo = "rerun with --force instead of --resume to replace it"
     try:
         with h5py.File(output, "r") as f:
             stored = f.attrs.get(EMBED_SETTINGS)
-            count = f[MATRIX].shape[0] if MATRIX_KEYS in f and MATRIX in f else sum(
-                1 for k in f if k != SENTENCE_TO_INDEX or f[k].dtype.kind != "O")
-    except OSError as e:
-        raise ElmoError(f"--resume: {output}: cannot read the finished output ({e}); {redo}") from e
+            matrix = f.get(MATRIX) if MATRIX_KEYS in f else None
+            index = f.get(SENTENCE_TO_INDEX)
+            bookkeeping = isinstance(index, h5py.Dataset) and index.dtype.kind == "O"
+            count = matrix.shape[0] if isinstance(matrix, h5py.Dataset) and matrix.ndim else len(f) - bookkeeping
+    except HDF5_READ_ERRORS as e:
+        raise ElmoError(f"--resume: {output}: cannot read the finished output ({first_line(e)}); {redo}") from e
     try:
         earlier = json.loads(stored)
-    except (TypeError, ValueError):
+        if not isinstance(earlier, dict):
+            raise TypeError("not a JSON object")
+    except (TypeError, ValueError, RecursionError):
         raise ElmoError(f"--resume: {output} is complete but records no settings of an elmo embed run (an earlier "
                         f"version or another program wrote it), so it cannot be checked; {redo}") from None
     now = json.loads(json.dumps(manifest))  # compared as stored: tuples are lists
@@ -154,14 +163,21 @@ class Parts:
                         self.directory)
             shutil.rmtree(self.directory)
         self.directory.mkdir(parents=True)
-        (self.directory / MANIFEST).write_text(json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+        try:
+            write_text_atomic(self.directory / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+        except BaseException:
+            shutil.rmtree(self.directory, ignore_errors=True)  # a parts directory without settings cannot resume
+            raise
 
     def _check_manifest(self) -> None:
         path = self.directory / MANIFEST
         try:
             earlier = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise ElmoError(f"{path}: cannot read the earlier run's settings ({e}); delete {self.directory}") from e
+            if not isinstance(earlier, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError, RecursionError) as e:
+            raise ElmoError(f"{path}: cannot read the earlier run's settings ({first_line(e)}); delete "
+                            f"{self.directory}") from e
         k = first_change(earlier, self.manifest)
         if k is not None:
             raise ElmoError(
@@ -176,28 +192,32 @@ class Parts:
         return self.path(chunk).is_file()
 
     @contextmanager
-    def writing(self, chunk: int, keys: Sequence[str], sentences: Sequence[str]) -> Iterator[h5py.File]:
-        """An open part file to add the chunk's datasets to, as they are computed (memory: one batch).
+    def writing(self, chunk: int, keys: Sequence[str], sentences: Sequence[str]) -> Iterator[
+            Callable[[str, np.ndarray], None]]:
+        """``add(key, vectors)`` for each line of the chunk, as they are computed (memory: one batch).
 
-        The part gets its final name only when the block finishes without an error.
+        The part gets its final name only when the block finishes without an error; a failed write (a full disk)
+        stops the block at the next ``add``.
         """
-        tmp = self.path(chunk).with_suffix(".tmp")
+        path = self.path(chunk)
         try:
-            with h5py.File(tmp, "w") as f:
-                yield f
+            with atomic_file(path) as file, h5py.File(file, "w") as part:
+
+                def add(key: str, vectors: np.ndarray) -> None:
+                    part.create_dataset(key, data=vectors)
+                    file.raise_kept()
+
+                yield add
                 # JSON, not HDF5 string arrays: a sentence may hold a NUL character, which HDF5 strings cannot
-                f.create_dataset(KEYS, data=json.dumps(list(keys)), dtype=h5py.string_dtype())
-                f.create_dataset(SENTENCES, data=json.dumps(list(sentences)), dtype=h5py.string_dtype())
-            os.replace(tmp, self.path(chunk))
-        except (OSError, RuntimeError) as e:
-            if errno_of(e) is None:  # not a failed write (e.g. an error of the computation in the block)
+                part.create_dataset(KEYS, data=json.dumps(list(keys)), dtype=h5py.string_dtype())
+                part.create_dataset(SENTENCES, data=json.dumps(list(sentences)), dtype=h5py.string_dtype())
+        except Exception as e:
+            if not is_write_failure(e):  # not a failed write (e.g. an error of the computation in the block)
                 raise
-            raise OutputWriteError(
-                f"{tmp}: cannot write ({write_failure(e)}); the finished parts in {self.directory} are kept: free "
-                "space and rerun with --resume"
-            ) from e
-        finally:
-            tmp.unlink(missing_ok=True)
+            raise write_error(path, e, self._kept()) from e
+
+    def _kept(self) -> str:
+        return f"the finished parts in {self.directory} are kept: free space and rerun with --resume"
 
     def discard(self) -> None:
         """Remove the directory: for runs that cannot be resumed (e.g. the input has an error)."""
@@ -213,36 +233,67 @@ class Parts:
             raise ElmoError(
                 f"{self.directory}: chunk {missing[0]} is missing ({len(missing)} in all); rerun with --resume"
             )
-        tmp = self.output.with_name(f".{self.output.name}.tmp")
         sentence_to_index: dict[str, str] = {}
         try:
-            with h5py.File(tmp, "w") as out:
+            with atomic_file(self.output) as file, h5py.File(file, "w") as out:
                 out.attrs.update(attributes or {})
                 out.attrs[EMBED_SETTINGS] = json.dumps(self.manifest, sort_keys=True)
                 rows = Rows(out) if matrix else None
                 for chunk in range(n_chunks):
-                    with h5py.File(self.path(chunk), "r") as part:
-                        keys = json.loads(part[KEYS].asstr()[()])
-                        if rows is not None:
-                            rows.append(keys, [part[key][()] for key in keys])
-                        else:
-                            for key in keys:
-                                part.copy(part[key], out, name=key)
-                        if not forget_sentences:
-                            texts = json.loads(part[SENTENCES].asstr()[()])
-                            sentence_to_index.update(zip(texts, keys))
+                    keys, texts = self._copy_part(chunk, out, rows, forget_sentences)
+                    if not forget_sentences:
+                        sentence_to_index.update(zip(texts, keys))
+                    file.raise_kept()
                 if not forget_sentences:
                     write_sentence_to_index(out, sentence_to_index)
-            os.replace(tmp, self.output)
-        except BaseException as e:
-            tmp.unlink(missing_ok=True)
-            if isinstance(e, (OSError, RuntimeError)) and errno_of(e) is not None:  # h5py: some as RuntimeError
-                raise OutputWriteError(
-                    f"{self.output}: cannot write ({write_failure(e)}); the finished parts in {self.directory} are "
-                    "kept: free space and rerun with --resume"
-                ) from e
-            raise
+        except Exception as e:
+            if not is_write_failure(e):
+                raise
+            raise write_error(self.output, e, self._kept()) from e
         shutil.rmtree(self.directory)
+
+    def _copy_part(self, chunk: int, out: h5py.File, rows: Rows | None, forget_sentences: bool) -> tuple[
+            list[str], list[str]]:
+        """Copy part ``chunk``'s vectors into ``out``; returns its keys and sentences. The output's writes never
+        fail here (they are kept: :class:`~elmo.runtime.atomic_files.KeptErrorFile`), so any error is the part's:
+        one line naming it."""
+        path = self.path(chunk)
+        try:
+            with h5py.File(path, "r") as part:
+                keys = _strings(part, KEYS)
+                if rows is not None:
+                    rows.append(keys, [_dataset(part, key)[()] for key in keys])
+                else:
+                    for key in keys:
+                        part.copy(_dataset(part, key), out, name=key)
+                texts = [] if forget_sentences else _strings(part, SENTENCES)
+        except HDF5_READ_ERRORS as e:
+            raise ElmoError(f"{path}: cannot read this finished part ({first_line(e)}); delete it and rerun with "
+                            "--resume to embed its lines again") from e
+        return keys, texts
+
+
+HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, RecursionError)
+"""What h5py raises for a damaged file (its C library's failures surface as any of these), and json for the
+bookkeeping datasets a part or an output holds."""
+
+
+def _dataset(part: h5py.File, name: str) -> h5py.Dataset:
+    found = part.get(name)
+    if not isinstance(found, h5py.Dataset):
+        raise ValueError(f"no dataset '{name}'")
+    return found
+
+
+def _strings(part: h5py.File, name: str) -> list[str]:
+    """A part's keys or sentences: a JSON list of strings in a string dataset."""
+    dataset = _dataset(part, name)
+    if dataset.dtype.kind != "O" or dataset.shape != ():
+        raise ValueError(f"'{name}' is not a string")
+    values = json.loads(dataset.asstr()[()])
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise ValueError(f"'{name}' is not a JSON list of strings")
+    return values
 
 
 MATRIX = "embeddings"

@@ -76,6 +76,8 @@ class VectorSelection:
             raise SettingError("mix_weights", "must be given with layer mix: one weight per layer, before the softmax")
         if self.layer != "mix" and self.mix_weights is not None:
             raise SettingError("mix_weights", f"is for layer mix (got layer {self.layer})")
+        if self.layer != "mix" and self.mix_gamma != 1.0:  # not silently ignored: the service refuses it too
+            raise SettingError("mix_gamma", f"is for layer mix (got layer {self.layer})")
 
     @property
     def pooled(self) -> bool:

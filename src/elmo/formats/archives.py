@@ -7,19 +7,21 @@ The family is told by the files the archive holds, at its top or inside one fold
 * ELMoForManyLangs (NLPL type b, ids 136-179): ``config.json`` with ``char.dic`` / ``word.dic`` /
   ``encoder.pkl`` / ``token_embedder.pkl``, read by :mod:`elmo.formats.manylangs` through ``zipfile.Path``.
 
-Nothing is extracted to disk. The weights member is read into memory once (which checks its CRC) and h5py reads
-it from there: h5py reading a deflated member in place seeks backwards, and every backward seek restarts the
-decompression (a 374 MB deflated member: 93-106 s instead of 6-9 s; docs/formats.md has the measurement,
-benchmarks/archive_load.py the script).
+Only the members the family needs are read, each within the caps of :mod:`elmo.formats.archive_limits` (its
+declared size and compression ratio are checked before a byte of it is inflated). The small ones (JSON, the
+dictionaries) are read into memory; the weights member is streamed, a chunk at a time, into a temporary file that h5py
+(or ``torch.load``) opens and that is removed when the model has loaded, whatever happens: h5py reading a deflated
+member in place seeks backwards, and every backward seek restarts the decompression (a 374 MB deflated member:
+93-106 s instead of 6-9 s; docs/formats.md has the measurement, benchmarks/archive_load.py the script), and holding
+the member in memory would cost its size again on top of the model.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
-import json
 import logging
 import os
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -29,9 +31,11 @@ from typing import Any, TypeVar
 
 from elmo.config import BiLMConfig
 from elmo.errors import ConfigError, ElmoError, WeightFileError
-from elmo.formats.hdf5 import load_hdf5_weights, read_embedding_vocab_size
+from elmo.formats.archive_limits import ZIP_READ_ERRORS, check_member_count, extract_zip_member, read_zip_member
 from elmo.formats.manylangs import load_manylangs, read_manylangs_config
-from elmo.modules.bilm import BiLM, build_bilm
+from elmo.formats.original import OPTIONS_FILE, load_original, pick_weights
+from elmo.modules.bilm import BiLM
+from elmo.runtime.text_files import parse_json
 from elmo.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -39,18 +43,13 @@ log = logging.getLogger(__name__)
 BILM_TF = "bilm-tf"
 MANYLANGS = "manylangs"
 
-OPTIONS_MEMBER = "options.json"
-WEIGHTS_MEMBERS = ("model.hdf5", "weights.hdf5")
-"""The weights' usual names (NLPL archives use model.hdf5, AllenNLP-style directories and our exports
-weights.hdf5); with neither, the one ``*.hdf5`` present."""
-NOT_WEIGHTS = ("softmax.hdf5",)
+OPTIONS_MEMBER = OPTIONS_FILE
 VOCAB_MEMBERS = ("vocab.txt", "vocab.txt.gz")
 META_MEMBER = "meta.json"
 MANYLANGS_CONFIG = "config.json"
 MANYLANGS_MARKERS = ("char.dic", "word.dic", "encoder.pkl", "token_embedder.pkl")
 """Beside config.json, any of these marks an ELMoForManyLangs model (our native config.json comes with
 model.safetensors instead)."""
-_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 T = TypeVar("T")
 
 
@@ -58,18 +57,6 @@ def is_archive(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a file to read as a model archive (a zip, or a file named ``*.zip``)."""
     path = Path(path)
     return path.is_file() and (path.suffix.lower() == ".zip" or zipfile.is_zipfile(path))
-
-
-def pick_weights(names: list[str], where: str) -> str:
-    """The weights file among ``names`` (file names in one folder): model.hdf5 or weights.hdf5, else the one *.hdf5."""
-    candidates = sorted(n for n in WEIGHTS_MEMBERS if n in names)
-    if not candidates:
-        candidates = sorted(n for n in names if n.lower().endswith(".hdf5") and n not in NOT_WEIGHTS)
-    if not candidates:
-        raise WeightFileError(f"{where}: options.json but no weights (model.hdf5, weights.hdf5 or another *.hdf5)")
-    if len(candidates) > 1:
-        raise WeightFileError(f"{where}: several weight files ({', '.join(candidates)}); keep only the model's")
-    return candidates[0]
 
 
 @dataclass
@@ -101,27 +88,16 @@ class ModelArchive:
         return f"{self.folder if folder is None else folder}{member} in {self.path}"
 
     def read(self, member: str, folder: str | None = None) -> bytes:
-        """The bytes of ``member`` of the model's folder (or of ``folder``), CRC-checked."""
+        """The bytes of ``member`` of the model's folder (or of ``folder``), within the caps, CRC-checked."""
         name = (self.folder if folder is None else folder) + member
         try:
-            return self.zip_file.read(name)
+            self.zip_file.getinfo(name)
         except KeyError as e:
             raise WeightFileError(f"{self.path}: no member {name}") from e
-        except NotImplementedError as e:  # e.g. deflate64, which Windows uses for large files
-            raise WeightFileError(f"{self.label(member, folder)}: {e}; re-pack the archive with plain deflate") from e
-        except RuntimeError as e:  # encrypted
-            raise WeightFileError(f"{self.label(member, folder)}: cannot be read ({e})") from e
-        except _READ_ERRORS as e:
-            raise WeightFileError(f"{self.label(member, folder)}: damaged archive member ({e})") from e
+        return read_zip_member(self.zip_file, name, self.label(member, folder))
 
     def read_json(self, member: str, folder: str | None = None) -> Any:
-        data = self.read(member, folder)
-        try:
-            return json.loads(data.decode("utf-8-sig"))
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{self.label(member, folder)}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{self.label(member, folder)}: invalid JSON at line {e.lineno}: {e.msg}") from e
+        return parse_json(self.read(member, folder), self.label(member, folder), ConfigError)
 
     @property
     def weights(self) -> str:
@@ -177,14 +153,10 @@ class ModelArchive:
         config = self.read_config()
         weights = self.weights
         log.info("%s: bilm-tf model (%s)%s", self.path, ", ".join(sorted(self.members)), _meta_suffix(self.meta))
-        data = io.BytesIO(self.read(weights))  # shares the bytes; h5py seeks in memory
-        name = self.label(weights)
-        vocab_size = None
-        if config.char_cnn is None:  # a token-input model keeps its table in the weights
-            vocab_size = read_embedding_vocab_size(data, self.label(OPTIONS_MEMBER), name=name)
-        bilm = build_bilm(config, token_vocab_size=vocab_size)
-        load_hdf5_weights(bilm, data, name=name)
-        return bilm.eval()
+        with tempfile.TemporaryDirectory(prefix="elmo-zip-") as tmp:  # removed when the model has loaded
+            data = extract_zip_member(self.zip_file, self.folder + weights, self.label(weights), Path(tmp) / weights)
+            return load_original(config, data, options_label=self.label(OPTIONS_MEMBER),
+                                 weights_label=self.label(weights))
 
     def _load_manylangs(self) -> BiLM:
         log.info(
@@ -197,7 +169,7 @@ class ModelArchive:
         """``read`` on the model's folder; a damaged member (the zip module names it) becomes one line."""
         try:
             return read(zipfile.Path(self.zip_file, self.folder))
-        except _READ_ERRORS as e:
+        except ZIP_READ_ERRORS as e:
             if isinstance(e, ElmoError):
                 raise
             raise WeightFileError(f"{self.path}: damaged archive member ({e})") from e
@@ -213,6 +185,7 @@ def open_archive(path: str | os.PathLike) -> ModelArchive:
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise WeightFileError(f"{path}: not a readable zip archive ({e})") from e
     try:
+        check_member_count(len(zip_file.infolist()), path)
         family, folder, members = _find_model(path, zip_file.namelist())
     except BaseException:
         zip_file.close()
@@ -284,9 +257,9 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any] | None:
         if not meta_file.is_file():
             return None
         try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8-sig"))
-        except (OSError, ValueError) as e:
-            log.warning("%s: unreadable (%s); ignoring it", meta_file, e)
+            meta = parse_json(meta_file.read_bytes(), str(meta_file), ConfigError)
+        except (OSError, ElmoError) as e:
+            log.warning("%s; ignoring it", e if isinstance(e, ElmoError) else f"{meta_file}: unreadable ({e})")
             return None
         return meta if isinstance(meta, dict) else None
     with open_archive(path) as archive:

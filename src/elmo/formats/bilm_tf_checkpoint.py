@@ -14,35 +14,44 @@ cannot drift apart. The checkpoint also holds::
     train_perplexity                        float32 scalar (a summary, not read)
 
 Which checkpoint: the one the ``checkpoint`` file names (``model_checkpoint_path``; not the largest name, since
-``model.ckpt-8750`` sorts after ``model.ckpt-10000``). That file usually holds absolute paths of the machine that
-trained; only the file name is kept and looked up inside the directory. Without a ``checkpoint`` file, the highest
-step among the ``*.index`` files. ``checkpoint="model.ckpt-N"`` picks another.
+``model.ckpt-8750`` sorts after ``model.ckpt-10000``), always inside the directory: that file usually holds absolute
+paths of the machine that trained, of which only the file name is kept and looked up in the directory; a relative
+path is taken from the directory, and one that leaves it (``../other/model.ckpt-99``) is refused. Without a
+``checkpoint`` file, the highest step among the ``*.index`` files. ``checkpoint="model.ckpt-N"`` picks another.
 
-Only the variables the biLM needs are read, one at a time, and each goes into its module as soon as it is read
-(through :func:`~elmo.formats.checked_reads.load_checked_state`; the model is built on the meta device and the
-arrays become its parameters, an LSTM kernel read one half at a time), so opening a checkpoint costs the biLM plus
-half its largest variable, whatever the optimizer slots and the softmax weigh.
+The biLM is built on the meta device; every variable it needs is checked (name, shape against options.json, float
+dtype, its bytes present in the data shards) before any is read. Then they are read one at a time, each going into
+its module as soon as the module's are all read (:func:`~elmo.formats.checked_reads.fill_by_module`; a transposed
+variable is read in blocks of rows straight into its parameter), so opening a checkpoint costs the biLM plus one
+block, whatever the optimizer slots and the softmax weigh.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
+import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from elmo.config import BiLMConfig
+from elmo.config import MAX_VOCABULARY, BiLMConfig
 from elmo.errors import WeightFileError
-from elmo.formats.checked_reads import load_checked_state, read_json
-from elmo.formats.hdf5 import CONVERSIONS, WeightEntry, _canonical_name, expected_dataset_shape, weight_entries
+from elmo.formats.checked_reads import all_finite, fill_by_module, read_json, read_whole
+from elmo.formats.hdf5 import (
+    WeightEntry,
+    _canonical_name,
+    cell_order,
+    entry_params,
+    expected_dataset_shape,
+    weight_entries,
+)
 from elmo.formats.tf_bundle import TensorBundle
 from elmo.modules.bilm import BiLM, build_bilm
-from elmo.runtime.memory import release_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +116,7 @@ def checkpoint_prefix(directory: str | os.PathLike, checkpoint: str | os.PathLik
     state = directory / CHECKPOINT_STATE_FILE
     if state.is_file():
         named = _named_checkpoint(state)
-        prefix = directory / named  # an absolute path (the training machine's) keeps only its file name
-        if Path(named).is_absolute() or not Path(f"{prefix}.index").is_file():
-            prefix = directory / Path(named).name
+        prefix = _named_prefix(directory, named, state)
         if not Path(f"{prefix}.index").is_file():
             raise WeightFileError(
                 f"{state}: names checkpoint {named}, but {prefix.name}.index is not in {directory} "
@@ -119,6 +126,22 @@ def checkpoint_prefix(directory: str | os.PathLike, checkpoint: str | os.PathLik
     if not available:
         raise WeightFileError(f"{directory}: no TensorFlow checkpoint (no '{CHECKPOINT_STATE_FILE}' file, no *.index)")
     return directory / max(available, key=_step_of)
+
+
+def _named_prefix(directory: Path, named: str, state: Path) -> Path:
+    """The checkpoint a ``checkpoint`` file names, inside ``directory``: an absolute path (the training machine's,
+    POSIX or Windows) keeps only its file name; a relative one is taken from the directory and must stay in it (if
+    it is not there, its file name is looked up in the directory, as for an absolute one)."""
+    text = named.replace("\\", "/")
+    base = text.rsplit("/", 1)[-1]
+    if text.startswith("/") or re.match(r"^[A-Za-z]:/", text):
+        return directory / base
+    relative = posixpath.normpath(text)
+    if relative == ".." or relative.startswith("../"):
+        raise WeightFileError(f"{state}: names checkpoint {named}, which is outside {directory}; a model folder's "
+                              "checkpoint file may name only checkpoints inside it")
+    prefix = directory / relative
+    return prefix if Path(f"{prefix}.index").is_file() else directory / base
 
 
 def _available(directory: Path) -> list[str]:
@@ -137,14 +160,40 @@ def _listing(available: list[str]) -> str:
 def _named_checkpoint(path: Path) -> str:
     """``model_checkpoint_path`` of a CheckpointState text file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_whole(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise WeightFileError(f"{path}: cannot read the checkpoint state file ({e})") from e
     for number, line in enumerate(text.splitlines(), start=1):
         match = re.match(r'\s*model_checkpoint_path\s*:\s*"((?:[^"\\]|\\.)*)"\s*$', line)
         if match:
-            return match.group(1).encode("latin-1", "backslashreplace").decode("unicode_escape")
+            return _text_proto_string(match.group(1), f"{path}, line {number}: model_checkpoint_path")
     raise WeightFileError(f"{path}: no model_checkpoint_path line (not a TensorFlow checkpoint state file)")
+
+
+_C_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, "'": 39, '"': 34, "?": 63}
+_ESCAPED = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))|([^\\]+)", re.S)
+
+
+def _text_proto_string(escaped: str, where: str) -> str:
+    """A text proto's string: C escapes (as TensorFlow's text format writes them: \\n, \\", \\ooo for other
+    bytes, \\xHH), the bytes read as UTF-8; any other escape, or bytes that are not UTF-8, is one line."""
+    out = bytearray()
+    for match in _ESCAPED.finditer(escaped):
+        octal, hexadecimal, char, plain = match.groups()
+        if plain is not None:
+            out += plain.encode("utf-8")
+        elif octal is not None and int(octal, 8) < 256:
+            out.append(int(octal, 8))
+        elif hexadecimal is not None:
+            out.append(int(hexadecimal, 16))
+        elif char in _C_ESCAPES:
+            out.append(_C_ESCAPES[char])
+        else:
+            raise WeightFileError(f"{where}: {match.group(0)!r} is not an escape of TensorFlow's text format")
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise WeightFileError(f"{where}: not UTF-8 once its escapes are read ({e.reason} at byte {e.start})") from None
 
 
 def read_bilm_tf_options(directory: str | os.PathLike) -> BiLMConfig:
@@ -180,63 +229,44 @@ def _classify(bundle: TensorBundle) -> _Names:
 
 
 def _read_float(bundle: TensorBundle, name: str) -> np.ndarray:
-    return _checked_float(bundle, name, bundle.read(name))
-
-
-def _checked_float(bundle: TensorBundle, name: str, array: np.ndarray) -> np.ndarray:
+    """A whole float variable as float32 (after :meth:`TensorBundle.check`), checked finite."""
     stored = bundle.stored_dtype(name)
     if stored not in _FLOAT_DTYPES:
         raise WeightFileError(f"{bundle.index_path}: variable '{name}' has dtype {stored}, expected a float dtype")
+    array = bundle.read(name)
     if array.dtype != np.float32:
         array = array.astype(np.float32)
-    if not np.isfinite(array).all():
+    if not all_finite(array):
         raise WeightFileError(f"{bundle.index_path}: variable '{name}' contains NaN or Inf values")
     return array
 
 
-def _param_arrays(
-    bundle: TensorBundle, entry: WeightEntry, tf_name: str, state: dict[str, torch.Tensor], options: Path
-) -> dict[str, np.ndarray]:
-    """The parameters of one map entry from its checkpoint variable (or from its accumulator: same layout)."""
+def _check_variable(bundle: TensorBundle, entry: WeightEntry, tf_name: str, state: dict[str, torch.Tensor],
+                    options: Path) -> None:
+    """The variable (or its accumulator: same layout) has the shape options.json gives, a float dtype, and its
+    bytes in the shards; nothing is read."""
     want = expected_dataset_shape(entry, state)
     shape = bundle.shape(tf_name)
-    rows = None
-    if entry.dataset == "char_embed" and shape == (want[0] + 1, want[1]):
-        rows = want[0]  # 262 rows: the last one is never indexed (as in the HDF5 reader)
-    elif shape != want:
-        raise WeightFileError(
-            f"{bundle.index_path}: variable '{tf_name}' has shape {shape}, {options} expects {want}"
-        )
-    if entry.conversion == "lstm_kernel":  # (in + P, 4C): the input half and the recurrent half, each transposed
-        return dict(zip(entry.params, _read_transposed(bundle, tf_name, [0, state[entry.params[0]].shape[1]])))
-    if entry.conversion == "transpose":
-        return dict(zip(entry.params, _read_transposed(bundle, tf_name, [0])))
-    array = _read_float(bundle, tf_name)
-    if rows is not None:
-        array = array[:rows]
-    values = CONVERSIONS[entry.conversion].to_params(array, [tuple(state[p].shape) for p in entry.params])
-    return dict(zip(entry.params, values))
+    if shape != want and not (entry.dataset == "char_embed" and shape == (want[0] + 1, want[1])):
+        # (262 rows: the last one is never indexed, as in the HDF5 reader)
+        raise WeightFileError(f"{bundle.index_path}: variable '{tf_name}' has shape {shape}, {options} expects {want}")
+    if bundle.stored_dtype(tf_name) not in _FLOAT_DTYPES:
+        raise WeightFileError(f"{bundle.index_path}: variable '{tf_name}' has dtype {bundle.stored_dtype(tf_name)}, "
+                              "expected a float dtype")
+    bundle.check(tf_name)
 
 
-BLOCK_BYTES = 1 << 20
-"""Rows of a variable read at a time where it is transposed: the peak is the parameter plus one block."""
+def _param_arrays(bundle: TensorBundle, entry: WeightEntry, tf_name: str,
+                  state: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """The parameters of one map entry from its checkpoint variable (or from its accumulator: same layout), read
+    block by block into arrays of their own (after :func:`_check_variable`)."""
+    shapes = [tuple(state[p].shape) for p in entry.params]
+    rows = expected_dataset_shape(entry, state)[0]
 
+    def blocks(starts: list[int], stop: int):
+        return bundle.float_row_blocks(tf_name, starts, stop)
 
-def _read_transposed(bundle: TensorBundle, name: str, parts: list[int]) -> list[np.ndarray]:
-    """A 2-D variable's rows ``[parts[0], parts[1])``, ..., ``[parts[-1], rows)``, each part transposed into a
-    contiguous float32 array of its own (the parameter itself), filled from blocks of rows read one at a time."""
-    rows, columns = bundle.shape(name)
-    step = max(1, BLOCK_BYTES // (4 * max(columns, 1)))
-    bounds = [*parts, rows]
-    outputs = [np.empty((columns, b - a), dtype=np.float32) for a, b in zip(bounds, bounds[1:])]
-    starts = sorted(set(parts) | {r for a, b in zip(bounds, bounds[1:]) for r in range(a, b, step)})
-    for start, block in zip(starts, bundle.read_row_blocks(name, starts)):
-        part = bisect.bisect_right(parts, start) - 1
-        offset = start - parts[part]
-        outputs[part][:, offset : offset + len(block)] = _checked_float(bundle, name, block).T
-        del block
-    release_freed_memory()  # the blocks' bytes, before the next variable is read
-    return outputs
+    return entry_params(entry, shapes, rows, blocks)
 
 
 def _entry_variables(bundle: TensorBundle, bilm: BiLM, names: _Names) -> list[tuple[WeightEntry, str]]:
@@ -250,9 +280,7 @@ def _entry_variables(bundle: TensorBundle, bilm: BiLM, names: _Names) -> list[tu
                 "options file?)"
             )
     pairs = []
-    # one module's parameters next to each other (an LSTM cell's kernel, bias, projection), so that each module is
-    # filled, and its arrays freed, before the next one is read
-    for entry in sorted(entries, key=lambda e: e.params[0].rsplit(".", 2)[0]):
+    for entry in sorted(entries, key=cell_order):  # one module's entries together: filled, then freed
         if entry.dataset not in names.weights:
             raise WeightFileError(
                 f"{bundle.index_path}: missing variable for '{entry.dataset}' of the HDF5 layout (bilm-tf names it "
@@ -266,26 +294,6 @@ def _tf_spelling(dataset: str) -> str:
     name = dataset.replace("/RNN/", "/rnn/").replace("/MultiRNNCell/", "/multi_rnn_cell/")
     name = re.sub(r"/Cell(\d+)", r"/cell_\1", name).replace("/LSTMCell/", "/lstm_cell/")
     return name.replace("/W_P_0", "/projection/kernel").replace("/W_0", "/kernel").replace("/B", "/bias")
-
-
-def _fill_by_module(bilm: BiLM, arrays_of_entries, source: str) -> None:
-    """Make ``bilm``'s parameters (built on the meta device) from the arrays, module by module, as soon as all of
-    one module's are read: the arrays become the parameters, so the peak is the weights plus one variable's
-    arrays, never two copies of the model."""
-    modules = dict(bilm.named_modules())
-    pending: dict[str, dict[str, torch.Tensor]] = {}
-    for arrays in arrays_of_entries:
-        for param, value in arrays.items():
-            module, _, leaf = param.rpartition(".")
-            pending.setdefault(module, {})[leaf] = torch.from_numpy(np.ascontiguousarray(value))
-        for module in [m for m, got in pending.items() if set(got) == set(modules[m].state_dict())]:
-            load_checked_state(modules[module], pending.pop(module), f"{source} ({module})", assign=True)
-            release_freed_memory()  # the module's raw bytes and transposes (runtime/memory.py)
-    for module, got in pending.items():  # a module the map fills only partly: load_checked_state names the gap
-        load_checked_state(modules[module], got, f"{source} ({module})", assign=True)
-    unfilled = [name for name, p in bilm.named_parameters() if p.is_meta]
-    if unfilled:
-        raise WeightFileError(f"{source}: no variable fills the biLM's parameter '{unfilled[0]}'")
 
 
 def open_bilm_tf_checkpoint(
@@ -310,15 +318,61 @@ def _load_with(bundle: TensorBundle, config: BiLMConfig, directory: Path) -> BiL
         if "embedding" not in names.weights:
             raise WeightFileError(f"{bundle.index_path}: options.json has no char_cnn block, so the model reads "
                                   "word ids, but the checkpoint has no lm/embedding table")
-        vocab_size = bundle.shape(names.weights["embedding"])[0]
-    with torch.device("meta"):  # shapes only: _fill_by_module makes the parameters from the checkpoint
-        bilm = build_bilm(config, token_vocab_size=vocab_size)
+        shape = bundle.shape(names.weights["embedding"])
+        if len(shape) != 2 or not 1 <= shape[0] <= MAX_VOCABULARY:
+            raise WeightFileError(f"{bundle.index_path}: variable '{names.weights['embedding']}' has shape {shape}, "
+                                  f"expected (V, P) with at most {MAX_VOCABULARY:,} rows (docs/formats.md, Limits)")
+        vocab_size = shape[0]
+    bilm = build_bilm(config, token_vocab_size=vocab_size, device="meta")  # fill_by_module makes its parameters
     state = bilm.state_dict()
     options = directory / OPTIONS_FILE
     pairs = _entry_variables(bundle, bilm, names)
-    log.info("%s: reading the biLM from %s", directory, Path(bundle.prefix).name)
-    _fill_by_module(bilm, (_param_arrays(bundle, e, n, state, options) for e, n in pairs), str(bundle.index_path))
+    for entry, tf_name in pairs:  # every declared size against options.json and the shards, before any read
+        _check_variable(bundle, entry, tf_name, state, options)
+    log.info("%s: reading the biLM from %s; %s", directory, Path(bundle.prefix).name,
+             describe_settings(config, dict.fromkeys(SETTINGS, OPTIONS_FILE)))
+    fill_by_module(bilm, (_param_arrays(bundle, e, n, state) for e, n in pairs), str(bundle.index_path))
     return bilm
+
+
+SETTINGS = ("activation", "cell_clip", "proj_clip", "use_skip_connections", "max_characters_per_token")
+"""What only a graph (or options.json) says, not a variable's shape: the log line of every TF load names each,
+with where it came from."""
+
+
+def describe_settings(config: BiLMConfig, sources: Mapping[str, str]) -> str:
+    """``activation relu (options.json), cell_clip 3 (graph), ...``: what a load used, and from where."""
+    cnn, lstm = config.char_cnn, config.lstm
+    values = {"activation": cnn.activation if cnn else None, "cell_clip": lstm.cell_clip, "proj_clip": lstm.proj_clip,
+              "use_skip_connections": lstm.use_skip_connections,
+              "max_characters_per_token": cnn.max_characters_per_token if cnn else None}
+    shown = {"cell_clip": "none", "proj_clip": "none"}
+    parts = []
+    for key in SETTINGS:
+        value = values[key]
+        if key not in sources or (value is None and key not in shown):
+            continue
+        if isinstance(value, bool):
+            text = "on" if value else "off"
+        elif isinstance(value, float):
+            text = f"{value:g}"
+        else:
+            text = shown[key] if value is None else str(value)
+        name = "residual" if key == "use_skip_connections" else key
+        parts.append(f"{name} {text} ({sources[key]})")
+    return ", ".join(parts)
+
+
+def _global_step(bundle: TensorBundle) -> int:
+    """bilm-tf's ``global_step``: a scalar (float32 as its trainer makes it, or an integer) holding a whole number of
+    updates."""
+    value = np.asarray(bundle.read(GLOBAL_STEP))
+    whole = value.size == 1 and value.dtype.kind in "fiu" and bool(np.isfinite(value).all())
+    if not whole or value.item() < 0 or value.item() != int(value.item()):
+        shown = value.reshape(-1)[:3].tolist() if value.dtype.kind in "fiub" else value.dtype
+        raise WeightFileError(f"{bundle.index_path}: '{GLOBAL_STEP}' is {shown} of shape {value.shape}, expected one "
+                              "whole number of updates >= 0")
+    return int(value.item())
 
 
 @dataclass
@@ -350,25 +404,27 @@ def read_bilm_tf_training_state(
     for name in (SOFTMAX_W, SOFTMAX_B):
         if name not in bundle:
             raise WeightFileError(f"{where}: no '{name}': this checkpoint has no softmax to continue training from")
-    weight = torch.from_numpy(_read_float(bundle, SOFTMAX_W))
-    bias = torch.from_numpy(_read_float(bundle, SOFTMAX_B))
     dim = bilm.token_encoder.output_dim
-    if weight.dim() != 2 or weight.shape[1] != dim or tuple(bias.shape) != (weight.shape[0],):
-        raise WeightFileError(f"{where}: {SOFTMAX_W} {tuple(weight.shape)} and {SOFTMAX_B} {tuple(bias.shape)} do "
-                              f"not fit the biLM's output dimension {dim}")
+    shape_w, shape_b = bundle.shape(SOFTMAX_W), bundle.shape(SOFTMAX_B)
+    if shape_w and not 1 <= shape_w[0] <= MAX_VOCABULARY:
+        raise WeightFileError(f"{where}: {SOFTMAX_W} declares {shape_w[0]:,} rows (words); the limit is "
+                              f"{MAX_VOCABULARY:,} (docs/formats.md, Limits)")
+    if len(shape_w) != 2 or shape_w[1] != dim or shape_b != shape_w[:1]:
+        raise WeightFileError(f"{where}: {SOFTMAX_W} {shape_w} and {SOFTMAX_B} {shape_b} do not fit the biLM's output "
+                              f"dimension {dim}")
+    bundle.check(SOFTMAX_W)  # its bytes are in the shards, before anything is allocated for it
+    bundle.check(SOFTMAX_B)
     state = bilm.state_dict()
-    accumulators: dict[str, torch.Tensor] = {}
-    missing = []
+    options = directory / OPTIONS_FILE
+    slots, missing = [], []
     for entry, tf_name in _entry_variables(bundle, bilm, names):
         slot = names.slots.get(tf_name)
         if slot is None:
             missing.append(tf_name)
-            continue
-        arrays = _param_arrays(bundle, entry, slot, state, directory / OPTIONS_FILE)
-        if entry.conversion == "pad_row":
-            for value in arrays.values():
-                value[0] = 1.0
-        accumulators.update({f"bilm.{p}": torch.from_numpy(np.ascontiguousarray(v)) for p, v in arrays.items()})
+        else:
+            _check_variable(bundle, entry, slot, state, options)
+            slots.append((entry, slot))
+    softmax_slots = []
     for tf_name, ours in ((SOFTMAX_W, "softmax.weight"), (SOFTMAX_B, "softmax.bias")):
         slot = names.slots.get(tf_name)
         if slot is None:
@@ -377,7 +433,20 @@ def read_bilm_tf_training_state(
             raise WeightFileError(f"{where}: '{slot}' has shape {bundle.shape(slot)}, its variable "
                                   f"{bundle.shape(tf_name)}")
         else:
-            accumulators[ours] = torch.from_numpy(_read_float(bundle, slot))
+            softmax_slots.append((slot, ours))
+    for slot, _ in softmax_slots:
+        bundle.check(slot)  # every declared size against the shards, before anything is read
+    weight = torch.from_numpy(_read_float(bundle, SOFTMAX_W))
+    bias = torch.from_numpy(_read_float(bundle, SOFTMAX_B))
+    accumulators: dict[str, torch.Tensor] = {}
+    for entry, slot in slots:
+        arrays = _param_arrays(bundle, entry, slot, state)
+        if entry.conversion == "pad_row":
+            for value in arrays.values():
+                value[0] = 1.0
+        accumulators.update({f"bilm.{p}": torch.from_numpy(v) for p, v in arrays.items()})
+    for slot, ours in softmax_slots:
+        accumulators[ours] = torch.from_numpy(_read_float(bundle, slot))
     if missing:
         if accumulators:
             raise WeightFileError(f"{where}: no Adagrad accumulator '{missing[0]}{SLOT}' ({len(missing)} missing in "
@@ -386,5 +455,5 @@ def read_bilm_tf_training_state(
                     "in a new bilm-tf run", where)
     step = 0
     if GLOBAL_STEP in bundle:
-        step = int(np.asarray(bundle.read(GLOBAL_STEP)).reshape(-1)[0])
+        step = _global_step(bundle)
     return BilmTfTrainingState(weight, bias, accumulators, step, Path(bundle.prefix))

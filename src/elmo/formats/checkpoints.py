@@ -7,13 +7,16 @@
         trainer.json           step, tokens, data position, metric history
 
 A checkpoint is written into a hidden temporary directory and renamed into place, so a killed run leaves either a
-complete checkpoint or none; only the newest ``keep`` are kept.
+complete checkpoint or none; only the newest ``keep`` are kept. Each file is serialised in memory and written with
+a plain write and an fsync, so a full disk is an ``OSError`` with its errno (not a library's internal error), and
+the half-written temporary directory is removed at once.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -62,9 +65,21 @@ def _torch_bytes(obj: Any) -> bytes:
     return buffer.getvalue()
 
 
+def _write_file(tmp: Path, name: str, data: bytes) -> None:
+    """Write one file of the temporary checkpoint ``tmp`` and sync it; on a failed write ``tmp`` is removed (the
+    earlier checkpoints are untouched) and the ``OSError`` raised."""
+    try:
+        with open(tmp / name, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_rank_state(tmp: Path, rank: int, state: dict[str, Any]) -> None:
-    # Serialised in memory, then written with a plain write: a full disk raises OSError with its errno.
-    (tmp / f"rank-{rank}.pt").write_bytes(_torch_bytes(state))
+    _write_file(tmp, f"rank-{rank}.pt", _torch_bytes(state))
 
 
 def _safetensors_bytes(state: dict[str, torch.Tensor]) -> bytes:
@@ -74,9 +89,9 @@ def _safetensors_bytes(state: dict[str, torch.Tensor]) -> bytes:
 def write_shared_state(
     tmp: Path, model_state: dict[str, torch.Tensor], optimizer_state: dict[str, Any], trainer: dict[str, Any]
 ) -> None:
-    (tmp / "model.safetensors").write_bytes(_safetensors_bytes(model_state))
-    (tmp / "optimizer.pt").write_bytes(_torch_bytes(optimizer_state))
-    (tmp / "trainer.json").write_text(json.dumps(trainer) + "\n", encoding="utf-8")
+    _write_file(tmp, "model.safetensors", _safetensors_bytes(model_state))
+    _write_file(tmp, "optimizer.pt", _torch_bytes(optimizer_state))
+    _write_file(tmp, "trainer.json", (json.dumps(trainer) + "\n").encode("utf-8"))
 
 
 def publish(tmp: Path, run_dir: str | Path, step: int, keep: int) -> Path:

@@ -14,7 +14,11 @@ builder (``bilm/model.py``) leaves behind:
 * residual: ``ResidualWrapper`` adds a layer's input to its output with a float ``Add`` in the scope of cells 1..L-1
   but outside ``lstm_cell`` (the only other ``Add`` there is the loop's int32 time counter).
 
-A fact that the graph does not show is None; the reader then falls back (formats/tf_hub.py).
+Evidence, not absence: "no clip" and "no residual" are facts only where the graph shows the computation they would
+be part of. A cell counts as computed when its ``lstm_cell`` scope holds the gates' ``MatMul`` and the ``Sigmoid``
+and ``Tanh`` of the cell (variables named ``.../lstm_cell/kernel`` and their initialisers are not the computation);
+the projection counts when a ``MatMul`` multiplies by the ``projection/kernel`` variable. A fact the graph does not
+show stays unknown (None, or False for the ``*_seen`` flags) and the reader falls back (formats/tf_hub.py).
 """
 
 from __future__ import annotations
@@ -99,8 +103,15 @@ def _node(data: bytes) -> Node:
                     key = v.decode("utf-8", "replace")
                 elif n == 2 and w == _BYTES:
                     attr = v
-            node.attrs[key] = attr
+            node.attrs[key] = _checked_attr(attr)
     return node
+
+
+def _checked_attr(attr: bytes) -> bytes:
+    """``attr``, after walking the parts of it that :func:`graph_facts` reads (its type, its list of ints, its
+    tensor), so that a malformed attribute is found here, inside :func:`read_graphs`, where the file is named."""
+    _attr_type(attr), _attr_ints(attr), _tensor_scalar(attr)
+    return attr
 
 
 def read_graphs(data: bytes, source: str) -> list[list[Node]]:
@@ -166,15 +177,18 @@ def _tensor_scalar(attr: bytes) -> float | None:
 
 @dataclass
 class GraphFacts:
-    """What the graph says; None where it says nothing."""
+    """What the graph says; None (or False for the ``*_seen`` flags) where it says nothing."""
 
     activation: str | None = None
+    max_characters_per_token: int | None = None
+    cell_seen: bool = False
+    """The graph computes an LSTM cell: ``cell_clip`` is what it clips the cell with (None: no clip)."""
     cell_clip: float | None = None
+    projection_seen: bool = False
+    """The graph computes the cell's projection: ``proj_clip`` is what it clips it with (None: no clip)."""
     proj_clip: float | None = None
     residual: bool | None = None
-    max_characters_per_token: int | None = None
-    clips_seen: bool = False
-    """Whether the graph holds the LSTM cell's ops at all (then a clip not found means no clip)."""
+    """Whether layers 1.. add their input; None unless the graph computes a cell of layer 1 or above."""
 
 
 def _base(name: str) -> str:
@@ -182,6 +196,9 @@ def _base(name: str) -> str:
     return name.lstrip("^").split(":", 1)[0]
 
 
+_PASS_THROUGH = ("Identity", "Enter", "ReadVariableOp")
+"""Ops that hand a value on unchanged (a variable's read, a loop's input)."""
+_MATMULS = ("MatMul", "BatchMatMul", "BatchMatMulV2")
 _CELL_SCOPE = re.compile(r"(?:^|/)RNN_\d+/RNN/MultiRNNCell/Cell(\d+)/(.*)$")
 
 
@@ -189,7 +206,7 @@ def graph_facts(graphs: list[list[Node]], widths: list[int]) -> GraphFacts:
     """The facts of the first meta graph that holds a bilm-tf biLM (``widths``: the convolutions' widths)."""
     for nodes in graphs:
         facts = _facts(nodes, widths)
-        if facts.activation is not None or facts.clips_seen:
+        if facts.activation is not None or facts.cell_seen:
             return facts
     return GraphFacts()
 
@@ -200,7 +217,7 @@ def _facts(nodes: list[Node], widths: list[int]) -> GraphFacts:
 
     def producer(name: str, hops: int = 4) -> Node | None:
         node = by_name.get(_base(name))
-        while node is not None and node.op in ("Identity", "Enter") and node.inputs and hops > 0:
+        while node is not None and node.op in _PASS_THROUGH and node.inputs and hops > 0:
             node, hops = by_name.get(_base(node.inputs[0])), hops - 1
         return node
 
@@ -209,7 +226,10 @@ def _facts(nodes: list[Node], widths: list[int]) -> GraphFacts:
         return _tensor_scalar(node.attrs.get("value", b"")) if node is not None and node.op == "Const" else None
 
     activations, spans = set(), set()
-    residual_cells, cells = set(), set()
+    residual_layers: set[int] = set()
+    cell_ops: dict[int, set[str]] = {}  # layer -> the ops of its lstm_cell scope that compute the cell
+    clips: list[tuple[Node, float]] = []
+    projection_matmuls: set[str] = set()
     for node in nodes:
         if node.op in ("Relu", "Tanh") and node.inputs:
             source = producer(node.inputs[0])
@@ -224,27 +244,38 @@ def _facts(nodes: list[Node], widths: list[int]) -> GraphFacts:
             continue
         layer, rest = int(match.group(1)), match.group(2)
         if "lstm_cell/" in rest or rest.startswith("lstm_cell"):
-            facts.clips_seen = True
-            cells.add(layer)
+            if node.op in _MATMULS and len(node.inputs) >= 2:
+                weight = producer(node.inputs[1])
+                if weight is not None and weight.name.endswith("projection/kernel"):
+                    projection_matmuls.add(node.name)
+                else:
+                    cell_ops.setdefault(layer, set()).add("MatMul")
+            elif node.op in ("Sigmoid", "Tanh"):
+                cell_ops.setdefault(layer, set()).add(node.op)
             bound = None
             if node.op == "Minimum" and "clip_by_value" in rest and len(node.inputs) >= 2:
                 bound = constant(node.inputs[1])
             elif node.op == "ClipByValue" and len(node.inputs) >= 3:
                 bound = constant(node.inputs[2])
             if bound is not None:
-                source = producer(node.inputs[0])
-                if source is not None and source.op in ("MatMul", "BatchMatMul", "BatchMatMulV2"):
-                    facts.proj_clip = float(bound)
-                else:
-                    facts.cell_clip = float(bound)
+                clips.append((node, float(bound)))
         elif layer > 0 and node.op in ("Add", "AddV2") and _attr_type(node.attrs.get("T", b"")) in _FLOAT_TYPES:
-            residual_cells.add(layer)
+            residual_layers.add(layer)
+    computed = {layer for layer, ops in cell_ops.items() if ops >= {"MatMul", "Sigmoid", "Tanh"}}
+    facts.cell_seen = bool(computed)
+    facts.projection_seen = facts.cell_seen and bool(projection_matmuls)
+    for node, bound in clips:
+        source = producer(node.inputs[0])
+        if source is not None and source.name in projection_matmuls:
+            facts.proj_clip = bound if facts.projection_seen else None
+        elif facts.cell_seen:
+            facts.cell_clip = bound
     if len(activations) == 1:
         facts.activation = activations.pop()
     if spans and widths:  # convolution i pools max_chars - width_i + 1 positions
         length = max(spans) + min(widths) - 1
         if spans == {length - width + 1 for width in widths}:
             facts.max_characters_per_token = length
-    if facts.clips_seen:
-        facts.residual = bool(residual_cells) if any(layer > 0 for layer in cells) else False
+    if any(layer > 0 for layer in computed):
+        facts.residual = bool(residual_layers & computed)
     return facts

@@ -20,8 +20,10 @@ Every conversion is a reshape, transpose or split, so load -> save -> load is bi
 
 from __future__ import annotations
 
+import bisect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -30,10 +32,13 @@ import h5py
 import numpy as np
 import torch
 
+from elmo.config import MAX_VOCABULARY
 from elmo.errors import WeightFileError
+from elmo.formats.archive_limits import MAX_COMPRESSION_RATIO, RATIO_FLOOR
+from elmo.formats.checked_reads import all_finite, fill_by_module
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.runtime.atomic_files import write_atomic
+from elmo.runtime.atomic_files import atomic_file, first_line, is_write_failure, write_error
 
 _CELL = "RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
 _LSTM = "{direction}_lstm.layers.{l}"
@@ -133,6 +138,53 @@ def expected_dataset_shape(entry: WeightEntry, state: dict[str, torch.Tensor]) -
     return tuple(CONVERSIONS[entry.conversion].to_dataset(fakes).shape)
 
 
+BLOCK_BYTES = 1 << 20
+"""Rows of a stored array read at a time where they are transposed or shifted on the way: a parameter is filled from
+blocks of about this size, so reading it costs the parameter plus one block, not two copies of it."""
+
+RowBlocks = Callable[[list[int], int], Iterator[np.ndarray]]
+"""``blocks(starts, stop)``: rows ``[starts[0], starts[1])``, ..., ``[starts[-1], stop)`` of a stored array (its first
+axis), in that order, each as float32 checked finite. Each reader (HDF5, tensor bundle) provides one."""
+
+
+def entry_params(entry: WeightEntry, shapes: list[tuple[int, ...]], stored_rows: int,
+                 blocks: RowBlocks) -> dict[str, np.ndarray]:
+    """The parameters of one map entry (``shapes``: theirs), converted from the stored array (``stored_rows`` rows)
+    block by block into arrays of their own: the same values :data:`CONVERSIONS` gives from the whole array."""
+    conversion = entry.conversion
+    if conversion in ("transpose", "lstm_kernel"):  # (in, out) -> (out, in); the kernel split at ``in`` first
+        outputs = [np.empty(shape, dtype=np.float32) for shape in shapes]
+        parts = [0] if conversion == "transpose" else [0, shapes[0][1]]
+        bounds = [*parts, stored_rows]
+        step = max(1, BLOCK_BYTES // (4 * max(shapes[0][0], 1)))
+        starts = sorted(set(parts) | {r for a, b in zip(bounds, bounds[1:]) for r in range(a, b, step)})
+        for start, block in zip(starts, blocks(starts, stored_rows)):
+            part = bisect.bisect_right(parts, start) - 1
+            offset = start - parts[part]
+            outputs[part][:, offset : offset + len(block)] = block.T
+            del block
+        return dict(zip(entry.params, outputs))
+    if conversion == "pad_row":  # (V, E) -> (V + 1, E), row 0 zero (the padding id)
+        [(rows, width)] = shapes
+        out = np.empty((rows, width), dtype=np.float32)
+        out[0] = 0.0
+        step = max(1, BLOCK_BYTES // (4 * max(width, 1)))
+        starts = list(range(0, rows - 1, step)) or [0]
+        for start, block in zip(starts, blocks(starts, rows - 1)):
+            out[1 + start : 1 + start + len(block)] = block
+            del block
+        return {entry.params[0]: out}
+    [whole] = list(blocks([0], stored_rows))  # biases and convolutions: small
+    values = CONVERSIONS[conversion].to_params(whole, shapes)
+    return {name: np.ascontiguousarray(value) for name, value in zip(entry.params, values)}
+
+
+def cell_order(entry: WeightEntry) -> str:
+    """A sort key that puts one module's entries (an LSTM cell's kernel, bias and projection) next to each other,
+    so that each module is filled, and its arrays freed, before the next is read."""
+    return entry.params[0].rsplit(".", 2)[0]
+
+
 def load_hdf5_weights(
     bilm: BiLM,
     path: str | os.PathLike | BinaryIO,
@@ -141,30 +193,40 @@ def load_hdf5_weights(
 ) -> None:
     """Fill ``bilm`` from an original weight file (and, for token inputs, the separate ``embedding`` file).
 
-    ``path`` may be a seekable binary file object (a zip member read into memory); ``name`` then says in
-    messages which file it is.
+    ``bilm`` is best built on the meta device: its parameters are then made from the file, module by module, and
+    loading costs the weights plus one block (a biLM built normally is copied into). Every dataset's name, shape,
+    dtype and stored bytes (against the file's size) are checked before any is read. ``path`` may be a seekable
+    binary file object; ``name`` then says in messages which file it is.
 
     Raises:
-        WeightFileError: a dataset is missing, unexpected, of the wrong shape or dtype, or not finite; the
-            message names the file and the dataset.
+        WeightFileError: a dataset is missing, unexpected, of the wrong shape or dtype, not all stored, or not
+            finite; the message names the file and the dataset.
     """
     state = bilm.state_dict()
     entries = weight_entries(bilm)
-    arrays: dict[str, np.ndarray] = {}
     main = [e for e in entries if e.dataset != "embedding" or embedding_path is None]
-    arrays.update(_read_datasets(path, main, state, token_inputs=embedding_path is not None, name=name))
-    if embedding_path is not None:
-        extra = [e for e in entries if e.dataset == "embedding"]
-        arrays.update(_read_datasets(Path(embedding_path), extra, state, only_listed=True))
-    new_state = {}
-    for entry in entries:
-        shapes = [tuple(state[p].shape) for p in entry.params]
-        values = CONVERSIONS[entry.conversion].to_params(arrays[entry.dataset], shapes)
-        for name, value in zip(entry.params, values):
-            new_state[name] = torch.from_numpy(np.ascontiguousarray(value))
-    with torch.no_grad():
-        for name, value in new_state.items():
-            state[name].copy_(value)
+    extra = [e for e in entries if e not in main]
+    with ExitStack() as stack:
+        handle, label = stack.enter_context(_opened(path, name, "weight file"))
+        sources = _checked_datasets(handle, label, main, state, token_inputs=embedding_path is not None)
+        if extra:
+            table, table_label = stack.enter_context(_opened(Path(embedding_path), None, "weight file"))
+            sources.update(_checked_datasets(table, table_label, extra, state, only_listed=True))
+
+        def arrays():
+            for entry in sorted(entries, key=cell_order):
+                dataset, where = sources[entry.dataset]
+                shapes = [tuple(state[p].shape) for p in entry.params]
+                yield entry_params(entry, shapes, dataset.shape[0], _dataset_blocks(dataset, where, entry.dataset))
+
+        fill_by_module(bilm, arrays(), label)
+
+
+@contextmanager
+def _opened(path: str | os.PathLike | BinaryIO, name: str | None, what: str) -> Iterator[tuple[h5py.File, str]]:
+    handle, label = _open_hdf5(path, name, what)
+    with handle:
+        yield handle, label
 
 
 def _open_hdf5(path: str | os.PathLike | BinaryIO, name: str | None, what: str) -> tuple[h5py.File, str]:
@@ -180,52 +242,88 @@ def _open_hdf5(path: str | os.PathLike | BinaryIO, name: str | None, what: str) 
         raise WeightFileError(f"{name}: not a readable HDF5 file ({e})") from e
 
 
-def _read_datasets(
-    path: str | os.PathLike | BinaryIO,
+def _check_stored(dataset: h5py.Dataset, label: str, name: str, file_size: int) -> None:
+    """The bytes the dataset's shape declares are in the file (before anything is read: h5py allocates the array
+    first, and HDF5 hands back its fill value for storage that was never written)."""
+    declared = int(dataset.size) * dataset.dtype.itemsize
+    stored = dataset.id.get_storage_size()
+    filters = dataset.id.get_create_plist().get_nfilters()
+    if filters == 0 and stored < declared:
+        raise WeightFileError(f"{label}: dataset '{name}' declares {declared:,} bytes, but {stored:,} are stored")
+    if filters and declared > RATIO_FLOOR and declared > MAX_COMPRESSION_RATIO * stored:
+        raise WeightFileError(f"{label}: dataset '{name}' declares {declared:,} bytes compressed into {stored:,}, "
+                              f"more than {MAX_COMPRESSION_RATIO}:1; refusing it")
+    offset = dataset.id.get_offset()
+    if offset is not None and offset + stored > file_size:
+        raise WeightFileError(f"{label}: dataset '{name}' lies at bytes {offset:,}..{offset + stored:,}, past the end "
+                              f"of the file ({file_size:,} bytes: truncated?)")
+    if dataset.chunks is not None:
+        for i in range(dataset.id.get_num_chunks()):
+            chunk = dataset.id.get_chunk_info(i)
+            if chunk.byte_offset is None or chunk.byte_offset + chunk.size > file_size:
+                raise WeightFileError(f"{label}: dataset '{name}' has a chunk past the end of the file ({file_size:,} "
+                                      "bytes: truncated?)")
+
+
+def _checked_datasets(
+    handle: h5py.File,
+    path: str,
     entries: list[WeightEntry],
     state: dict[str, torch.Tensor],
     token_inputs: bool = False,
     only_listed: bool = False,
-    name: str | None = None,
-) -> dict[str, np.ndarray]:
-    handle, path = _open_hdf5(path, name, "weight file")
-    arrays = {}
-    with handle:
-        names: list[str] = []
+) -> dict[str, tuple[h5py.Dataset, str]]:
+    """dataset name -> (the dataset, the file's name) for every entry, after checking that no other dataset is there
+    and that each has the shape, a float dtype and the stored bytes it should; nothing is read."""
+    names: list[str] = []
+    try:
         handle.visititems(lambda item, obj: names.append(item) if isinstance(obj, h5py.Dataset) else None)
-        expected = {e.dataset for e in entries}
-        if not only_listed:
-            for name in sorted(names):
-                if name in expected or _canonical_name(name) in expected or "softmax" in name:
-                    continue  # softmax weights are the LM head, not part of the biLM (the original skips them too)
-                if token_inputs and (name in ("char_embed", "embedding") or name.startswith("CNN")):
-                    continue  # a token-input biLM reads its token layer elsewhere and leaves the char CNN unused
-                raise WeightFileError(f"{path}: unexpected dataset '{name}' for these options (wrong options file?)")
-        for entry in entries:
-            stored = _stored_name(handle, entry.dataset)
-            if stored is None:
-                raise WeightFileError(f"{path}: missing dataset '{entry.dataset}' required by the options")
-            dataset = handle[stored]
-            want = expected_dataset_shape(entry, state)
-            rows = slice(None)
-            if entry.dataset == "char_embed" and tuple(dataset.shape) == (want[0] + 1, want[1]):
-                # 262 rows (n_characters 262 at training): bilm-tf and AllenNLP prepend the padding row to whatever
-                # the file holds and index it with ids 0..261, so the file's last row is never used.
-                rows = slice(0, want[0])
-            elif tuple(dataset.shape) != want:
-                raise WeightFileError(
-                    f"{path}: dataset '{entry.dataset}' has shape {tuple(dataset.shape)}, the options expect {want}"
-                )
-            if dataset.dtype.kind != "f":
-                raise WeightFileError(f"{path}: dataset '{entry.dataset}' has dtype {dataset.dtype}, expected float32")
+    except (RuntimeError, KeyError, OSError, ValueError) as e:  # h5py's words for a damaged object header or link
+        raise WeightFileError(f"{path}: damaged HDF5 file ({first_line(e)})") from e
+    expected = {e.dataset for e in entries}
+    if not only_listed:
+        for name in sorted(names):
+            if name in expected or _canonical_name(name) in expected or "softmax" in name:
+                continue  # softmax weights are the LM head, not part of the biLM (the original skips them too)
+            if token_inputs and (name in ("char_embed", "embedding") or name.startswith("CNN")):
+                continue  # a token-input biLM reads its token layer elsewhere and leaves the char CNN unused
+            raise WeightFileError(f"{path}: unexpected dataset '{name}' for these options (wrong options file?)")
+    file_size = handle.id.get_filesize()  # what the file holds (for a file object too)
+    found = {}
+    for entry in entries:
+        stored = _stored_name(handle, entry.dataset)
+        if stored is None:
+            raise WeightFileError(f"{path}: missing dataset '{entry.dataset}' required by the options")
+        dataset = handle[stored]
+        if not isinstance(dataset, h5py.Dataset):
+            raise WeightFileError(f"{path}: '{entry.dataset}' is a group, not a dataset")
+        want = expected_dataset_shape(entry, state)
+        if entry.dataset == "char_embed" and tuple(dataset.shape) == (want[0] + 1, want[1]):
+            pass  # 262 rows (n_characters 262 at training): bilm-tf and AllenNLP prepend the padding row to whatever
+            # the file holds and index it with ids 0..261, so the file's last row is never used (not read)
+        elif tuple(dataset.shape) != want:
+            raise WeightFileError(
+                f"{path}: dataset '{entry.dataset}' has shape {tuple(dataset.shape)}, the options expect {want}"
+            )
+        if dataset.dtype.kind != "f":
+            raise WeightFileError(f"{path}: dataset '{entry.dataset}' has dtype {dataset.dtype}, expected float32")
+        _check_stored(dataset, path, entry.dataset, file_size)
+        found[entry.dataset] = (dataset, path)
+    return found
+
+
+def _dataset_blocks(dataset: h5py.Dataset, path: str, name: str) -> RowBlocks:
+    def blocks(starts: list[int], stop: int) -> Iterator[np.ndarray]:
+        for a, b in zip(starts, [*starts[1:], stop]):
             try:
-                array = dataset[rows].astype(np.float32, copy=False)
+                block = dataset[a:b].astype(np.float32, copy=False)
             except OSError as e:
-                raise WeightFileError(f"{path}: dataset '{entry.dataset}' cannot be read ({e})") from e
-            if not np.isfinite(array).all():
-                raise WeightFileError(f"{path}: dataset '{entry.dataset}' contains NaN or Inf values")
-            arrays[entry.dataset] = array
-    return arrays
+                raise WeightFileError(f"{path}: dataset '{name}' cannot be read ({e})") from e
+            if not all_finite(block):
+                raise WeightFileError(f"{path}: dataset '{name}' contains NaN or Inf values")
+            yield block
+
+    return blocks
 
 
 # A one-layer model trained by the original code has no MultiRNNCell scope: RNN_0/RNN/LSTMCell/W_0.
@@ -270,7 +368,11 @@ def read_embedding_vocab_size(
                     "no token table (dataset 'embedding'); pass the table as embedding_file, or use options with "
                     "a char_cnn block"
                 )
-            return int(handle["embedding"].shape[0])
+            shape = handle["embedding"].shape
+            if len(shape) != 2 or not 1 <= shape[0] <= MAX_VOCABULARY:
+                raise WeightFileError(f"{path}: dataset 'embedding' has shape {shape}, expected (V, P) with at most "
+                                      f"{MAX_VOCABULARY:,} rows (docs/formats.md, Limits)")
+            return int(shape[0])
     except OSError as e:
         raise WeightFileError(f"{path}: not a readable HDF5 file ({e})") from e
 
@@ -301,9 +403,12 @@ def save_hdf5_weights(
 def write_hdf5_atomic(path: str | os.PathLike, datasets: dict[str, np.ndarray]) -> None:
     """Write float32 datasets to ``path`` atomically."""
 
-    def write(tmp: str) -> None:
-        with h5py.File(tmp, "w") as handle:
+    try:  # h5py through a file that keeps a failed write (a full disk) for us to raise, not HDF5's C code
+        with atomic_file(path) as file, h5py.File(file, "w") as handle:
             for name, array in datasets.items():
                 handle.create_dataset(name, data=array, dtype="float32")
-
-    write_atomic(path, write)
+                file.raise_kept()
+    except Exception as e:
+        if not is_write_failure(e):
+            raise
+        raise write_error(path, e, "nothing was written there") from e

@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from elmo.formats.model_card import CARD_FILE, CardFacts, render_card
+from elmo.formats.model_card import CardFacts, render_card
 from elmo.formats.model_files import load_bilm, write_bilm_files
-from elmo.formats.published import resolve_model
+from elmo.formats.model_ref import ModelRef
+from elmo.formats.native import CARD_FILE
 from elmo.modules.bilm import BiLM, register_pretrained_folders
 from elmo.runtime.atomic_files import replace_directory, write_text_atomic
+
+__all__ = ["BiLM", "load_bilm", "load_pretrained", "save_hf_folder"]  # `from elmo import BiLM, load_bilm` get here
 
 
 def save_hf_folder(bilm: BiLM, directory: str | os.PathLike, facts: CardFacts | None = None,
@@ -33,16 +36,16 @@ def save_hf_folder(bilm: BiLM, directory: str | os.PathLike, facts: CardFacts | 
     return replace_directory(directory, build, force)
 
 
-def load_pretrained(model: str | os.PathLike) -> BiLM:
+def load_pretrained(model: ModelRef | str | os.PathLike) -> BiLM:
     """Any model spelling ``--model`` takes: a folder in any format, an archive, a shipped or published name."""
-    return load_bilm(resolve_model(model))
+    return ModelRef.parse(model).load()
 
 
 class _HfFolders:
     def save(self, bilm: BiLM, directory: str | os.PathLike, force: bool) -> Path:
         return save_hf_folder(bilm, directory, force=force)
 
-    def load(self, model: str | os.PathLike) -> BiLM:
+    def load(self, model: ModelRef | str | os.PathLike) -> BiLM:
         return load_pretrained(model)
 
 

@@ -7,27 +7,48 @@ folder inside a zip archive, holding::
     token_embedder.pkl   torch.save'd state dict of the token embedder
     encoder.pkl          torch.save'd state dict of the biLM (AllenNLP's ElmoLstm names, PyTorch gate order)
 
-``root`` is a :class:`pathlib.Path` or a :class:`zipfile.Path`: every file is read through that API, nothing is
-extracted. The pickles are read with ``torch.load(weights_only=True)`` only, and every tensor is checked against the
-model config and the dictionaries before it reaches a module. The biLM weights go into our LSTM unchanged except
-for the gate order (PyTorch i, f, g, o -> TF i, j, f, o) and the bias, which moves from the recurrent to the input
-half; the forget offset is already in it (``BiLMConfig.forget_bias`` is 0 for this family).
+``root`` is a :class:`pathlib.Path` or a :class:`zipfile.Path`: every file is read through that API, a zip member
+within the caps of :mod:`elmo.formats.archive_limits` (a pickle is streamed into a temporary file, removed once
+read). The pickles are read with ``torch.load(weights_only=True)`` only, after checking that a zip-format one holds
+its records uncompressed (as ``torch.save`` writes them), so that what torch allocates is bounded by the file's own
+bytes; every tensor is then checked against the model config and the dictionaries before it reaches a module, and
+becomes its parameter (the biLM is built on the meta device). The biLM weights go into our LSTM unchanged except
+for the gate order (PyTorch i, f, g, o -> TF i, j, f, o, reordered in place) and the bias, which moves from the
+recurrent to the input half; the forget offset is already in it (``BiLMConfig.forget_bias`` is 0 for this family).
 """
 
 from __future__ import annotations
 
-import io
-import json
 import posixpath
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from elmo.config import BiLMConfig, LSTMConfig, ManyLangsTokenConfig
+from elmo.config import (
+    MAX_CHARACTERS_PER_TOKEN,
+    MAX_EMBEDDING_DIM,
+    MAX_HIGHWAY,
+    MAX_LSTM_DIM,
+    MAX_LSTM_LAYERS,
+    BiLMConfig,
+    LSTMConfig,
+    ManyLangsTokenConfig,
+    check_activation,
+    check_clip,
+    check_filters,
+    check_integer,
+)
 from elmo.errors import ConfigError, WeightFileError
-from elmo.formats.checked_reads import load_checked_state
+from elmo.formats.archive_limits import check_member_count, extract_zip_member, read_zip_member
+from elmo.formats.checked_reads import all_finite, load_checked_state, read_whole
 from elmo.manylangs_vocab import CHAR_SPECIALS, WORD_SPECIALS, ManyLangsLexicon, parse_dictionary
 from elmo.modules.bilm import BiLM, build_bilm
+from elmo.runtime.text_files import parse_json
 
 CONFIG_FILE = "config.json"
 CHAR_DIC = "char.dic"
@@ -71,9 +92,9 @@ def read_manylangs_config(root: ModelRoot) -> BiLMConfig:
 def load_manylangs(root: ModelRoot) -> BiLM:
     """Load an ELMoForManyLangs model on the CPU, in eval mode, with its lexicon attached to the token encoder."""
     config, lexicon = _read_model(root)
+    bilm = build_bilm(config, device="meta")  # shapes only: the checked tensors become the parameters
     state = _token_embedder_state(root, config.manylangs, lexicon) | _encoder_state(root, config.lstm)
-    bilm = build_bilm(config)
-    load_checked_state(bilm, state, _name(root))
+    load_checked_state(bilm, state, _name(root), assign=True)
     bilm.token_encoder.lexicon = lexicon
     return bilm.eval()
 
@@ -93,30 +114,37 @@ def _read_model(root: ModelRoot) -> tuple[BiLMConfig, ManyLangsLexicon]:
         raise ConfigError(f"{source}: encoder {encoder.get('name')!r} is not supported (only 'elmo', the biLM)")
     if str(embedder.get("name", "")).lower() != "cnn":
         raise ConfigError(f"{source}: token_embedder {embedder.get('name')!r} is not supported (only 'cnn')")
-    try:
-        char_dim, word_dim = int(embedder.get("char_dim", 0)), int(embedder.get("word_dim", 0))
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{source}: malformed char_dim or word_dim ({e})") from None
+    try:  # every value checked under its own key, before the dictionaries are read or anything is built
+        char_dim = check_integer(embedder.get("char_dim", 0), "token_embedder.char_dim", 0, MAX_EMBEDDING_DIM)
+        word_dim = check_integer(embedder.get("word_dim", 0), "token_embedder.word_dim", 0, MAX_EMBEDDING_DIM)
+        width = check_integer(embedder.get("max_characters_per_token", 50), "token_embedder.max_characters_per_token",
+                              3, MAX_CHARACTERS_PER_TOKEN)
+        filters = check_filters(embedder.get("filters"), "token_embedder.filters", width) if char_dim else []
+        n_highway = check_integer(embedder.get("n_highway", 0), "token_embedder.n_highway", 0, MAX_HIGHWAY)
+        activation = check_activation(embedder.get("activation", "relu"), "token_embedder.activation")
+        for key in ("dim", "projection_dim", "n_layers"):
+            if key not in encoder:
+                raise ConfigError(f"missing required key 'encoder.{key}'")
+        dim = check_integer(encoder["dim"], "encoder.dim", 1, MAX_LSTM_DIM)
+        projection_dim = check_integer(encoder["projection_dim"], "encoder.projection_dim", 1, MAX_LSTM_DIM)
+        n_layers = check_integer(encoder["n_layers"], "encoder.n_layers", 1, MAX_LSTM_LAYERS)
+        cell_clip = _clip(encoder.get("cell_clip"), "encoder.cell_clip")
+        proj_clip = _clip(encoder.get("proj_clip"), "encoder.proj_clip")
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
     chars = _read_dictionary(root, CHAR_DIC, CHAR_SPECIALS) if char_dim > 0 else None
     words = _read_dictionary(root, WORD_DIC, WORD_SPECIALS) if word_dim > 0 else None
     try:
-        width = int(embedder.get("max_characters_per_token", 50))
         token_config = ManyLangsTokenConfig(
-            filters=[tuple(f) for f in embedder.get("filters", [])], char_dim=char_dim, word_dim=word_dim,
-            n_highway=int(embedder.get("n_highway", 0)), activation=embedder.get("activation", "relu"),
+            filters=filters, char_dim=char_dim, word_dim=word_dim, n_highway=n_highway, activation=activation,
             max_characters_per_token=width, n_characters=len(chars or ()), n_words=len(words or ()),
         )
         lstm = LSTMConfig(
-            dim=int(encoder["dim"]), projection_dim=int(encoder["projection_dim"]), n_layers=int(encoder["n_layers"]),
-            cell_clip=_clip(encoder.get("cell_clip")), proj_clip=_clip(encoder.get("proj_clip")),
+            dim=dim, projection_dim=projection_dim, n_layers=n_layers, cell_clip=cell_clip, proj_clip=proj_clip,
             use_skip_connections=True,  # the original's ElmobiLm adds every layer's input from the second on
         )
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
-    except KeyError as e:
-        raise ConfigError(f"{source}: missing required key {e}") from None
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{source}: malformed value ({e})") from None
     if not lstm.has_projection:
         raise ConfigError(f"{source}: encoder dim {lstm.dim} equals projection_dim: the original always projects")
     return BiLMConfig(lstm=lstm, char_cnn=None, manylangs=token_config), ManyLangsLexicon(chars, words, width)
@@ -137,9 +165,13 @@ def _model_config(root: ModelRoot, config_path: str) -> tuple[dict, str]:
                       f"directory nor one of the original's bundled configs ({', '.join(BUNDLED_CONFIGS)})")
 
 
-def _clip(value: Any) -> float | None:
-    """The original clips only when the value is truthy (``if self.memory_cell_clip_value:``)."""
-    return float(value) if value else None
+def _clip(value: Any, key: str) -> float | None:
+    """The original clips only when the value is truthy (``if self.memory_cell_clip_value:``): 0, false and null
+    mean no clip; anything else must be a finite number > 0 (NaN is truthy too, and would give NaN vectors)."""
+    if value is None or value is False or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                           and value == 0):
+        return None
+    return check_clip(value, key)
 
 
 def _section(config: Any, key: str, source: str) -> dict:
@@ -152,8 +184,7 @@ def _read_dictionary(root: ModelRoot, name: str, specials: tuple[str, ...]) -> d
     path = root / name
     if not path.is_file():
         raise ConfigError(f"{_name(path)}: no such file (the model config uses it)")
-    with path.open("rb") as f:
-        lexicon = parse_dictionary(f.read(), _name(path))
+    lexicon = parse_dictionary(_read_bytes(path), _name(path))
     absent = ManyLangsLexicon.missing(lexicon, specials)
     if absent is not None:
         raise ConfigError(f"{_name(path)}: no entry for {absent!r}, which the original requires")
@@ -163,17 +194,47 @@ def _read_dictionary(root: ModelRoot, name: str, specials: tuple[str, ...]) -> d
 def _read_json(path: ModelRoot) -> Any:
     if not path.is_file():
         raise ConfigError(f"{_name(path)}: no such file")
-    with path.open("rb") as f:
-        data = f.read()
-    try:
-        return json.loads(data.decode("utf-8-sig"))
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{_name(path)}: invalid JSON at line {e.lineno}: {e.msg}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{_name(path)}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return parse_json(_read_bytes(path), _name(path), ConfigError)
 
 
 # ------------------------------------------------------------------ the two state dicts
+
+
+def _read_bytes(path: ModelRoot) -> bytes:
+    """A (small) file's bytes; a zip member within the archive caps."""
+    if isinstance(path, zipfile.Path):
+        return read_zip_member(path.root, path.at, _name(path))
+    return read_whole(path)  # type: ignore[arg-type]
+
+
+@contextmanager
+def _local_file(path: ModelRoot) -> Iterator[Path]:
+    """The file on disk: ``path`` itself, or a zip member streamed (within the caps) into a temporary file that is
+    removed afterwards: ``torch.load`` seeks, which a deflated member would re-inflate from its start for."""
+    if not isinstance(path, zipfile.Path):
+        yield Path(path)  # type: ignore[arg-type]
+        return
+    with tempfile.TemporaryDirectory(prefix="elmo-zip-") as tmp:
+        yield extract_zip_member(path.root, path.at, _name(path), Path(tmp) / posixpath.basename(path.at))
+
+
+def _check_torch_file(path: Path, source: str) -> None:
+    """What ``torch.load`` will allocate is bounded by the file's bytes: a zip-format file (torch >= 1.6) must
+    store its records uncompressed, as ``torch.save`` writes them (torch would inflate a deflated one whole). A file
+    in the older format holds its storages as they are."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            return
+    try:
+        with zipfile.ZipFile(path) as records:
+            infos = records.infolist()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise WeightFileError(f"{source}: not a readable weights-only torch file ({e})") from None
+    check_member_count(len(infos), source)
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise WeightFileError(f"{source}: record '{info.filename}' is compressed; torch.save stores its records "
+                                  "as they are (not a file torch.save wrote)")
 
 
 def _load_pickle(root: ModelRoot, name: str) -> tuple[dict[str, torch.Tensor], str]:
@@ -182,13 +243,13 @@ def _load_pickle(root: ModelRoot, name: str) -> tuple[dict[str, torch.Tensor], s
     source = _name(path)
     if not path.is_file():
         raise WeightFileError(f"{source}: no such file")
-    with path.open("rb") as f:
-        data = io.BytesIO(f.read())  # seekable, as torch.load needs (a zip member's seek would re-inflate it)
-    try:
-        state = torch.load(data, weights_only=True, map_location="cpu")
-    except Exception as e:  # noqa: BLE001 - whatever the unpickler or the zip reader raises, it is this file's fault
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise WeightFileError(f"{source}: not a readable weights-only torch file ({reason})") from None
+    with _local_file(path) as local:
+        _check_torch_file(local, source)
+        try:
+            state = torch.load(local, weights_only=True, map_location="cpu")
+        except Exception as e:  # noqa: BLE001 - whatever the unpickler or the zip reader raises, it is this file's
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise WeightFileError(f"{source}: not a readable weights-only torch file ({reason})") from None
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                               for k, v in state.items()):
         raise WeightFileError(f"{source}: expected a state dict (names -> tensors), got {type(state).__name__}")
@@ -210,7 +271,7 @@ def _check_tensors(state: dict[str, torch.Tensor], expected: dict[str, tuple[int
                                   f"expects {shape}")
         if not value.is_floating_point():
             raise WeightFileError(f"{source}: tensor '{key}' has dtype {value.dtype}, expected a float dtype")
-        if not torch.isfinite(value).all():
+        if not all_finite(value):
             raise WeightFileError(f"{source}: tensor '{key}' contains NaN or Inf values")
 
 
@@ -253,11 +314,11 @@ def _token_embedder_state(root: ModelRoot, config: ManyLangsTokenConfig,
             if bottom < 0 or top >= rows:
                 raise WeightFileError(f"{_name(root / dictionary)}: id {bottom if bottom < 0 else top} is outside "
                                       f"the {rows} rows of its embedding in {source}")
-    renamed = {}
+    renamed, owned = {}, set()
     for key, value in state.items():
         key = key.replace("word_emb_layer.embedding.", "word_embedding.").replace(
             "char_emb_layer.embedding.", "char_embedding.").replace("highways._layers.", "highway.")
-        renamed[f"token_encoder.{key}"] = value
+        renamed[f"token_encoder.{key}"] = _own(value, owned)
     return renamed
 
 
@@ -273,21 +334,38 @@ def _encoder_state(root: ModelRoot, lstm: LSTMConfig) -> dict[str, torch.Tensor]
             expected[prefix + "state_linearity.bias"] = (4 * cells,)
             expected[prefix + "state_projection.weight"] = (proj, cells)
     _check_tensors(state, expected, source)
+    owned: set[int] = set()
 
     def tf_order(x: torch.Tensor) -> torch.Tensor:
-        """PyTorch's gate blocks i, f, g, o -> TF's i, j (= g), f, o."""
-        i, f, g, o = x.split(cells, dim=0)
-        return torch.cat([i, g, f, o])
+        """PyTorch's gate blocks i, f, g, o -> TF's i, j (= g), f, o, in place (the f and g blocks swapped
+        through one block's copy), on a tensor that owns its storage (else on a copy)."""
+        x = _own(x, owned)
+        f, g = x[cells : 2 * cells], x[2 * cells : 3 * cells]
+        held = f.clone()
+        f.copy_(g)
+        g.copy_(held)
+        return x
 
     out = {}
     for direction in ("forward", "backward"):
         for layer in range(lstm.n_layers):
             src, dst = f"{direction}_layer_{layer}.", f"{direction}_lstm.layers.{layer}."
-            out[dst + "input_linearity.weight"] = tf_order(state[src + "input_linearity.weight"])
-            out[dst + "input_linearity.bias"] = tf_order(state[src + "state_linearity.bias"])
-            out[dst + "state_linearity.weight"] = tf_order(state[src + "state_linearity.weight"])
-            out[dst + "projection.weight"] = state[src + "state_projection.weight"]
+            out[dst + "input_linearity.weight"] = tf_order(state.pop(src + "input_linearity.weight"))
+            out[dst + "input_linearity.bias"] = tf_order(state.pop(src + "state_linearity.bias"))
+            out[dst + "state_linearity.weight"] = tf_order(state.pop(src + "state_linearity.weight"))
+            out[dst + "projection.weight"] = _own(state.pop(src + "state_projection.weight"), owned)
     return out
+
+
+def _own(x: torch.Tensor, owned: set[int]) -> torch.Tensor:
+    """``x``, or a copy of it where it shares its storage (a pickle may hold views of one storage): a parameter
+    changed in place must not change another."""
+    storage = x.untyped_storage()
+    whole = x.is_contiguous() and x.storage_offset() == 0 and storage.nbytes() == x.numel() * x.element_size()
+    if not whole or storage.data_ptr() in owned:
+        x = x.clone(memory_format=torch.contiguous_format)
+    owned.add(x.untyped_storage().data_ptr())
+    return x
 
 
 def _name(path: Any) -> str:

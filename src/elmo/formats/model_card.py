@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from elmo.formats.archives import describe_meta, is_archive, read_meta
-from elmo.formats.native import NATIVE_CONFIG_FILE, NATIVE_LEXICON_FILE, NATIVE_WEIGHTS_FILE
+from elmo.formats.model_ref import FILES, PUBLISHED, SHIPPED, ModelRef
+from elmo.formats.native import CARD_FILE, NATIVE_CONFIG_FILE, NATIVE_LEXICON_FILE, NATIVE_WEIGHTS_FILE
 from elmo.formats.published import REGISTRY_FILE, elmo_home, model_path, read_registry, shipped_models
 from elmo.formats.warm_state import WARM_STATE_FILE
 from elmo.modules.bilm import BiLM
@@ -35,7 +36,6 @@ from elmo.modules.token_embedding import TokenEmbedding
 
 log = logging.getLogger(__name__)
 
-CARD_FILE = "README.md"
 LIBRARY_NAME = "elmo-bilm"
 NOTES_BEGIN, NOTES_END = "<!-- elmo-bilm: source notes -->", "<!-- elmo-bilm: end of source notes -->"
 """Around the text carried over from the source's own card, so that converting a converted folder again carries
@@ -91,19 +91,19 @@ class CardFacts:
 # ------------------------------------------------------------------ facts from the source
 
 
-def source_facts(model: str | os.PathLike | None) -> CardFacts:
-    """The facts the model spelling ``model`` (a name, a directory or an archive; None: the shipped demo) records.
-    Reads only small files beside the weights; never downloads (a published model is looked for in the cache)."""
-    spelling = "demo" if model is None else str(model)
-    path = Path(spelling).expanduser()
-    facts = CardFacts(name=path.name or spelling)
-    shipped = shipped_models()
-    if not path.exists() and spelling in shipped:
-        path = shipped[spelling]
-    elif not path.exists() and (entry := _registry().get(spelling)) is not None:
-        _registry_facts(facts, entry)
-        path = model_path(elmo_home() / "models" / spelling, entry)  # where the loader found it: no download
-    if path.exists() and path.resolve() in {p.resolve() for p in shipped.values()}:
+def source_facts(ref: ModelRef) -> CardFacts:
+    """The facts the model ``ref`` names records. Reads only small files beside the weights; never downloads (a
+    published model is looked for in the cache)."""
+    if ref.kind == PUBLISHED:
+        path = elmo_home() / "models" / ref.location
+        facts = CardFacts(name=ref.location)
+        if (entry := _registry().get(ref.location)) is not None:
+            _registry_facts(facts, entry)
+            path = model_path(path, entry)  # where the loader found it: no download
+    else:
+        path = Path(ref.location).parent if ref.kind == FILES else ref.path()
+        facts = CardFacts(name=ref.location if ref.kind == SHIPPED else path.name)
+    if path.exists() and path.resolve() in {p.resolve() for p in shipped_models().values()}:
         facts.license = _package_license()  # the shipped models come with the package, under its licence
         facts.language = ["en"]  # trained on English text (their cards say which)
     if path.is_dir() or is_archive(path):
@@ -286,7 +286,7 @@ def _files(bilm: BiLM) -> list[str]:
              f"`{NATIVE_WEIGHTS_FILE}`: the weights (safetensors, read without running any code)"]
     if getattr(bilm.token_encoder, "lexicon", None) is not None:
         files.append(f"`{NATIVE_LEXICON_FILE}`: the character and word dictionaries")
-    if getattr(bilm, "warm_state", None) is not None:
+    if bilm.warm_state is not None:
         files.append(f"`{WARM_STATE_FILE}`: the warm initial state (`--initial-state warm`)")
     return _bullets(files)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from elmo.config import BiLMConfig
+from elmo.config import MAX_VOCABULARY, BiLMConfig, check_integer
 from elmo.errors import ConfigError
-from elmo.formats.checked_reads import load_checked_state, read_json, read_safetensors
+from elmo.formats.checked_reads import load_safetensors_weights, read_json
 from elmo.manylangs_vocab import ManyLangsLexicon
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.runtime.atomic_files import write_atomic, write_text_atomic
@@ -24,6 +24,8 @@ NATIVE_WEIGHTS_FILE = "model.safetensors"
 NATIVE_FORMAT = "elmo-native/1"
 NATIVE_LEXICON_FILE = "lexicon.json"
 """ELMoForManyLangs models only: their character and word dictionaries, as JSON (:class:`ManyLangsLexicon`)."""
+CARD_FILE = "README.md"
+"""The model card that makes a native folder a Hugging Face-style one (:mod:`elmo.formats.model_card`)."""
 
 
 def save_native(bilm: BiLM, directory: Path, dtype: torch.dtype | None = None) -> None:
@@ -44,14 +46,24 @@ def read_native_config(directory: str | os.PathLike) -> tuple[BiLMConfig, int | 
     meta = read_json(config_path)
     if not isinstance(meta, dict) or meta.get("format") != NATIVE_FORMAT or "options" not in meta:
         raise ConfigError(f"{config_path}: not an elmo native config (expected \"format\": \"{NATIVE_FORMAT}\")")
-    return BiLMConfig.from_options(meta["options"], source=str(config_path)), meta.get("token_vocab_size")
+    config = BiLMConfig.from_options(meta["options"], source=str(config_path))
+    token_vocab_size = meta.get("token_vocab_size")
+    if token_vocab_size is not None:
+        try:
+            token_vocab_size = check_integer(token_vocab_size, "token_vocab_size", 1, MAX_VOCABULARY)
+        except ConfigError as e:
+            raise ConfigError(f"{config_path}: {e}") from None
+    if token_vocab_size is None and config.char_cnn is None and config.manylangs is None:
+        raise ConfigError(f"{config_path}: options without a char_cnn block (a word-input model) need "
+                          "\"token_vocab_size\", the size of the token table")
+    return config, token_vocab_size
 
 
 def load_native(directory: str | os.PathLike) -> BiLM:
     weights_path = Path(directory) / NATIVE_WEIGHTS_FILE
     config, token_vocab_size = read_native_config(directory)
-    bilm = build_bilm(config, token_vocab_size=token_vocab_size)
-    load_checked_state(bilm, read_safetensors(weights_path), weights_path)
+    bilm = build_bilm(config, token_vocab_size=token_vocab_size, device="meta")  # the checked tensors fill it
+    load_safetensors_weights(bilm, weights_path)
     if config.manylangs is not None:
         bilm.token_encoder.lexicon = _read_lexicon(Path(directory) / NATIVE_LEXICON_FILE, config)
     return bilm.eval()

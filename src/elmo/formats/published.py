@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from elmo.errors import ElmoError, WeightFileError
-from elmo.formats.model_files import is_model_dir, load_bilm
+from elmo.formats.model_formats import load_path, recognise
 from elmo.formats.native import NATIVE_WEIGHTS_FILE, save_native
 from elmo.runtime.atomic_files import default_permissions
 from elmo.runtime.hashing import sha256_file, stream_sha256
@@ -111,15 +111,17 @@ def fetch_model(
     registry: dict[str, dict] | None = None,
     offline: bool | None = None,
 ) -> Path:
-    """The cache directory of published model ``name``, downloading what is missing; every file is verified.
+    """The cache directory of published model ``name``, downloading what is missing; every file is verified. A
+    shipped model's name gives its folder in the package (nothing to fetch).
 
-    :func:`resolve_model` gives what ``load_bilm`` loads (this directory, or the ``model.zip`` in it).
+    :meth:`elmo.formats.model_ref.ModelRef.path` gives what loads (this directory, or the ``model.zip`` in it).
     """
+    if name in (shipped := shipped_models()):
+        return shipped[name]
     registry = read_registry() if registry is None else registry
     if name not in registry:
         raise ModelDownloadError(
-            f"--model {name}: neither a model directory, a model archive nor a published model (`elmo models` lists "
-            f"the {len(registry)} published ones)"
+            f"{name}: not a published model (`elmo models` lists the {len(registry)} published ones)"
         )
     offline = os.environ.get("ELMO_OFFLINE", "") not in ("", "0") if offline is None else offline
     directory = Path(home or elmo_home()) / "models" / name
@@ -188,34 +190,6 @@ def _how_to_get(name: str, directory: Path, files: dict, reason: str) -> str:
     )
 
 
-def resolve_model(model: str | os.PathLike) -> Path:
-    """``--model`` value -> what load_bilm loads: an existing directory or archive as is; ``demo`` or a model
-    shipped in the package (``src/elmo/pretrained/NAME``) by its name; else a published model (fetched into the
-    cache if needed): its cache directory, or the archive in it."""
-    path = Path(model).expanduser()
-    if path.is_dir() or path.is_file():
-        return path
-    shipped = shipped_models()
-    if str(model) in shipped:
-        return shipped[str(model)]
-    registry = read_registry()
-    return model_path(fetch_model(str(model), registry=registry), registry[str(model)])
-
-
-def is_model_name(model: str | os.PathLike) -> bool:
-    """Whether ``model`` names a shipped or a published model (a name, not a path)."""
-    text = str(model)
-    return "/" not in text and os.sep not in text and (text in shipped_models() or text in read_registry())
-
-
-def model_reference(model: str | os.PathLike) -> str:
-    """How a file records the model ``model`` spells, so that a later command from any working directory finds it
-    again: an existing directory or archive (what :func:`resolve_model` takes first) by its absolute path, a shipped
-    or published name as the name."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.is_dir() or path.is_file() else str(model)
-
-
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 """The models shipped inside the package, one folder each with its card (README.md), so that ELMo works offline on
 a fresh machine and after ``pip install``: ``demo`` (small, trained on public-domain novels) and ``corpus`` (the
@@ -228,7 +202,7 @@ def shipped_models() -> dict[str, Path]:
     """Name -> directory of the models that need no download (``src/elmo/pretrained/NAME``)."""
     if not PRETRAINED_DIR.is_dir():
         return {}
-    found = [p for p in PRETRAINED_DIR.iterdir() if p.is_dir() and is_model_dir(p)]
+    found = [p for p in PRETRAINED_DIR.iterdir() if p.is_dir() and recognise(p) is not None]
     return {p.name: p for p in sorted(found, key=lambda p: (p.name != "demo", p.name))}  # demo first
 
 
@@ -243,5 +217,5 @@ def pack_half_precision(model_dir: str | Path, out_dir: str | Path) -> Path:
     """Re-save any model directory in the native format with float16 tensors (half the size; loads as float32)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    save_native(load_bilm(model_dir), out, dtype=torch.float16)
+    save_native(load_path(model_dir), out, dtype=torch.float16)
     return out

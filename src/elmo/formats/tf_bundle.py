@@ -24,8 +24,11 @@ here means none of them needs TensorFlow installed. The layout, as TensorFlow wr
   bytes.
 
 Only the tensors asked for are read (a seek and one read of ``size`` bytes into the array itself), so a training
-checkpoint whose optimizer slots and softmax are several times the biLM costs only the biLM to open. Every read
-checks the shard is long enough, the CRC32C, and that the size agrees with dtype and shape.
+checkpoint whose optimizer slots and softmax are several times the biLM costs only the biLM to open. Before anything
+is allocated for a tensor, :meth:`TensorBundle.check` holds its entry to the files: the size agrees with dtype and
+shape, the bytes lie inside an existing shard, and a sliced variable's slices tile it exactly (each inside it, none
+overlapping another, their volumes adding up to the whole: positions, not counts). Every read then checks the
+CRC32C.
 
 bfloat16 (TensorFlow's DT_BFLOAT16) has no numpy dtype in the core install: :meth:`TensorBundle.read` widens it to
 float32, which is exact (a bfloat16 is the upper half of a float32), and :meth:`TensorBundle.dtype` says float32;
@@ -34,6 +37,7 @@ float32, which is exact (a bfloat16 is the upper half of a float32), and :meth:`
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterator
@@ -43,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from elmo.errors import WeightFileError
+from elmo.formats.checked_reads import all_finite, read_whole
 from elmo.formats.crc32c import crc32c, unmask
 
 _MAGIC = 0xDB4775248B80FB57
@@ -70,6 +75,9 @@ _DTYPES: dict[int, tuple[str, str]] = {
 }
 _BFLOAT16 = 14
 _STRING = 7
+_FLOATS = {"float32", "float16", "bfloat16", "float64"}
+MAX_SLICES = 1024
+"""Slices of one variable (TensorFlow partitions a variable into a few dozen at most)."""
 
 
 # --- protobuf wire format: just enough for BundleHeaderProto and BundleEntryProto -----------------------------------
@@ -89,9 +97,10 @@ def read_varint(data: bytes | memoryview, pos: int, where: str) -> tuple[int, in
         shift += 7
 
 
-def _fields(data: bytes | memoryview, where: str) -> list[tuple[int, int | bytes]]:
+def _fields(data: bytes | memoryview, where: str, kinds: dict[int, type] | None = None
+            ) -> list[tuple[int, int | bytes]]:
     """(field number, value) of each field of a protobuf message: varints as ints, fixed32/64 as ints,
-    length-delimited as bytes."""
+    length-delimited as bytes. ``kinds``: the fields read (number -> int or bytes), each held to its kind."""
     fields: list[tuple[int, int | bytes]] = []
     pos = 0
     while pos < len(data):
@@ -110,6 +119,8 @@ def _fields(data: bytes | memoryview, where: str) -> list[tuple[int, int | bytes
             raise WeightFileError(f"{where}: unsupported protobuf wire type {wire}")
         if pos > len(data):
             raise WeightFileError(f"{where}: truncated protobuf message")
+        if kinds is not None and number in kinds and not isinstance(value, kinds[number]):
+            raise WeightFileError(f"{where}: malformed protobuf message (field {number} has the wrong wire type)")
         fields.append((number, value))
     return fields
 
@@ -127,15 +138,19 @@ class BundleEntry:
     sliced: bool
 
 
+_ENTRY_FIELDS = {1: int, 2: bytes, 3: int, 4: int, 5: int, 6: int, 7: bytes}
+"""BundleEntryProto: dtype, shape (a message), shard_id, offset, size, crc32c, slices (messages)."""
+
+
 def _decode_entry(value: bytes, where: str) -> BundleEntry:
     dtype, shape, shard, offset, size, crc, sliced = 0, [], 0, 0, 0, 0, False
-    for number, field in _fields(value, where):
+    for number, field in _fields(value, where, _ENTRY_FIELDS):
         if number == 1:
             dtype = field
         elif number == 2:
-            for dim_number, dim in _fields(field, where):
+            for dim_number, dim in _fields(field, where, {2: bytes}):
                 if dim_number == 2:
-                    size_fields = [v for n, v in _fields(dim, where) if n == 1]
+                    size_fields = [v for n, v in _fields(dim, where, {1: int}) if n == 1]
                     shape.append(size_fields[-1] if size_fields else 0)
                 elif dim_number == 3 and dim:
                     raise WeightFileError(f"{where}: tensor of unknown rank")
@@ -254,6 +269,9 @@ def _snappy_decompress(data: bytes, where: str) -> bytes:
         tag = data[pos]
         pos += 1
         kind = tag & 3
+        operand = (tag >> 2) - 59 if kind == 0 and tag >> 2 >= 60 else (0, 1, 2, 4)[kind]
+        if pos + operand > len(data) or len(out) > length:  # cut inside a tag, or more than it declares
+            raise WeightFileError(f"{where}: malformed Snappy block")
         if kind == 0:  # literal
             n = tag >> 2
             if n >= 60:
@@ -285,7 +303,7 @@ def _snappy_decompress(data: bytes, where: str) -> bytes:
 def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
     where = str(path)
     try:
-        index = path.read_bytes()
+        index = read_whole(path)
     except OSError as e:
         raise WeightFileError(f"{where}: cannot read the checkpoint index ({e.strerror or e})") from e
     if len(index) < _FOOTER or int.from_bytes(index[-8:], "little") != _MAGIC:
@@ -327,10 +345,12 @@ class TensorBundle:
         where = str(self.index_path)
         self._entries: dict[str, BundleEntry] = {}
         self._slices: dict[str, list[tuple[tuple[tuple[int, int], ...], BundleEntry]]] = {}
+        self._shard_sizes: dict[int, int] = {}
+        self._checked: set[str] = set()
         self.num_shards, self.big_endian = 1, False
         for key, value in _read_table(self.index_path):
             if key == b"":
-                for number, field in _fields(value, where):
+                for number, field in _fields(value, where, {1: int, 2: int}):
                     if number == 1:
                         self.num_shards = int(field)
                     elif number == 2:
@@ -374,8 +394,8 @@ class TensorBundle:
     def shard_path(self, shard: int) -> Path:
         return Path(f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}")
 
-    def _dtype_info(self, name: str) -> tuple[str, str]:
-        entry = self.entry(name)
+    def _dtype_info(self, name: str, entry: BundleEntry | None = None) -> tuple[str, str]:
+        entry = entry or self.entry(name)
         if entry.dtype not in _DTYPES:
             raise WeightFileError(
                 f"{self.index_path}: tensor '{name}' has TensorFlow dtype number {entry.dtype}, which this reader "
@@ -383,29 +403,124 @@ class TensorBundle:
             )
         return _DTYPES[entry.dtype]
 
+    def check(self, name: str) -> None:
+        """The tensor's entry against the files, before anything is allocated for it: its size is what its dtype
+        and shape take, its bytes lie inside its shard, and, for a variable saved in slices, the slices tile it
+        exactly. One line naming the file and the tensor otherwise."""
+        if name in self._checked:
+            return
+        entry = self.entry(name)
+        if entry.sliced:
+            self._check_slices(name, entry)
+        else:
+            self._check_bytes(name, entry)
+        self._checked.add(name)
+
+    def _shard_size(self, shard: int, name: str) -> int:
+        if shard >= self.num_shards:
+            raise WeightFileError(
+                f"{self.index_path}: tensor '{name}' is in shard {shard}, but the checkpoint has {self.num_shards}"
+            )
+        if shard not in self._shard_sizes:
+            path = self.shard_path(shard)
+            try:
+                self._shard_sizes[shard] = path.stat().st_size
+            except OSError as e:
+                raise WeightFileError(f"{path}: cannot read tensor '{name}' ({e.strerror or e})") from e
+        return self._shard_sizes[shard]
+
+    def _check_bytes(self, name: str, entry: BundleEntry) -> None:
+        stored, numpy_dtype = self._dtype_info(name, entry)
+        if stored != "string":
+            need = math.prod(entry.shape) * np.dtype(numpy_dtype).itemsize
+            if entry.size != need:
+                raise WeightFileError(
+                    f"{self.index_path}: tensor '{name}' has {entry.size:,} bytes, but {stored} of shape "
+                    f"{entry.shape} takes {need:,}"
+                )
+        end = entry.offset + entry.size
+        if end > self._shard_size(entry.shard, name):
+            raise WeightFileError(
+                f"{self.shard_path(entry.shard)}: tensor '{name}' needs bytes {entry.offset:,}..{end:,}, but the file "
+                f"ends at byte {self._shard_size(entry.shard, name):,} (truncated shard, or an index that declares "
+                "more than the checkpoint holds)"
+            )
+
+    def _check_slices(self, name: str, entry: BundleEntry) -> None:
+        parts = self._slices.get(name, [])
+        where = f"{self.index_path}: tensor '{name}'"
+        if len(parts) > MAX_SLICES:
+            raise WeightFileError(f"{where} is saved in {len(parts)} slices, more than {MAX_SLICES}")
+        boxes = []
+        for extents, part in parts:
+            if len(extents) != len(entry.shape) or part.dtype != entry.dtype:
+                raise WeightFileError(f"{where}: a slice does not match the tensor (rank or dtype)")
+            box = []
+            for (start, length), size in zip(extents, entry.shape):
+                stop = size if length < 0 else start + length
+                if not 0 <= start <= stop <= size:
+                    raise WeightFileError(f"{where}: a slice spans {start}..{stop} of a dimension of {size}")
+                box.append((start, stop))
+            if tuple(b - a for a, b in box) != part.shape:
+                raise WeightFileError(f"{where}: a slice has shape {part.shape}, its key says "
+                                      f"{tuple(b - a for a, b in box)}")
+            self._check_bytes(name, part)
+            boxes.append(box)
+        if boxes:
+            corners = np.array(boxes, dtype=object)  # (slices, rank, 2), Python ints: no overflow
+            starts, stops = corners[:, :, 0], corners[:, :, 1]
+            for i in range(len(boxes) - 1):  # two boxes overlap when they overlap along every dimension
+                apart = (np.maximum(starts[i], starts[i + 1:]) >= np.minimum(stops[i], stops[i + 1:])).any(axis=1)
+                if not apart.all():
+                    raise WeightFileError(f"{where}: two of its slices overlap (the index is damaged)")
+        covered = sum(math.prod(b - a for a, b in box) for box in boxes)
+        if covered != math.prod(entry.shape):
+            raise WeightFileError(f"{where}: its slices cover {covered:,} of its {math.prod(entry.shape):,} values "
+                                  "(the index is missing a slice)")
+
     def read(self, name: str) -> np.ndarray:
         """The tensor ``name``, its bytes read from its shard and checked (length, CRC32C, size for dtype and
         shape)."""
+        self.check(name)
         entry = self.entry(name)
         if entry.sliced:
             return self._read_sliced(name, entry)
         return self._read_entry(name, entry)
+
+    def float_row_blocks(self, name: str, starts: list[int], stop: int, label: str | None = None
+                         ) -> Iterator[np.ndarray]:
+        """The rows ``[starts[0], starts[1])``, ..., ``[starts[-1], stop)`` of a float variable as float32, each
+        checked finite (``label`` names the model in the messages): :data:`elmo.formats.hdf5.RowBlocks`."""
+        where = label or str(self.index_path)
+        stored = self.stored_dtype(name)
+        if stored not in _FLOATS:
+            raise WeightFileError(f"{where}: variable '{name}' has dtype {stored}, expected a float dtype")
+        shape = self.shape(name)
+        if shape and stop == shape[0]:
+            blocks = self.read_row_blocks(name, starts)
+        else:  # part of the rows (a 262-row char_embed), or a scalar: read whole (small), then cut
+            whole = self.read(name)
+            blocks = (whole[a:b] for a, b in zip(starts, [*starts[1:], stop]))
+        for block in blocks:
+            if block.dtype != np.float32:
+                block = block.astype(np.float32)
+            if not all_finite(block):
+                raise WeightFileError(f"{where}: variable '{name}' contains NaN or Inf values")
+            yield block
 
     def read_row_blocks(self, name: str, starts: list[int]) -> Iterator[np.ndarray]:
         """The tensor's rows in consecutive blocks, ``[starts[0], starts[1])``, ..., ``[starts[-1], rows)``, each
         read only when the one before it has been taken: a caller that transposes each block as it comes holds one
         block's raw bytes, not the whole tensor's. The CRC32C runs over the blocks in order and is checked before
         the last one is given. Tensors stored otherwise (in slices, big-endian, bfloat16, strings) are read whole."""
+        self.check(name)
         entry = self.entry(name)
         stored, numpy_dtype = self._dtype_info(name)
         bounds = [*starts, entry.shape[0] if entry.shape else 0]
-        if entry.sliced or self.big_endian or stored in ("string", "bfloat16") or not entry.shape:
+        if entry.sliced or self.big_endian or stored in ("string", "bfloat16") or not entry.shape or not bounds[-1]:
             whole = self.read(name)
             yield from (whole[a:b] for a, b in zip(bounds, bounds[1:]))
             return
-        count = int(np.prod(entry.shape, dtype=np.int64))
-        if entry.size != count * np.dtype(numpy_dtype).itemsize:
-            self._read_entry(name, entry)  # raises its one line about the size
         row_bytes = entry.size // entry.shape[0]
         path = self.shard_path(entry.shard)
         crc = 0
@@ -428,36 +543,16 @@ class TensorBundle:
                 del block  # before the next block is read: the caller's copy is all that stays
 
     def _read_sliced(self, name: str, entry: BundleEntry) -> np.ndarray:
-        out = np.empty(entry.shape, dtype=self.dtype(name))
-        covered = 0
+        out = np.empty(entry.shape, dtype=self.dtype(name))  # after check(): the slices tile it exactly
         for extents, part in self._slices.get(name, []):
-            if len(extents) != len(entry.shape) or part.dtype != entry.dtype:
-                raise WeightFileError(f"{self.index_path}: a slice of tensor '{name}' does not match the tensor")
             where = tuple(slice(start, start + length if length >= 0 else size)
                           for (start, length), size in zip(extents, entry.shape))
-            target = out[where]
-            if target.shape != part.shape:
-                raise WeightFileError(
-                    f"{self.index_path}: a slice of tensor '{name}' has shape {part.shape}, its key says "
-                    f"{target.shape}"
-                )
-            target[...] = self._read_entry(name, part)
-            covered += target.size
-        if covered != out.size:
-            raise WeightFileError(
-                f"{self.index_path}: the slices of tensor '{name}' cover {covered} of its {out.size} values "
-                "(the index is missing a slice)"
-            )
+            out[where] = self._read_entry(name, part)
         return out
 
     def _read_entry(self, name: str, entry: BundleEntry) -> np.ndarray:
-        stored, numpy_dtype = self._dtype_info(name)
-        count = int(np.prod(entry.shape, dtype=np.int64))
-        if stored != "string" and entry.size != count * np.dtype(numpy_dtype).itemsize:
-            raise WeightFileError(
-                f"{self.index_path}: tensor '{name}' has {entry.size} bytes, but {stored} of shape {entry.shape} "
-                f"takes {count * np.dtype(numpy_dtype).itemsize}"
-            )
+        stored, numpy_dtype = self._dtype_info(name, entry)
+        count = math.prod(entry.shape)
         raw = self._read_bytes(name, entry, check_crc=stored != "string")
         if stored == "string":
             return self._strings(name, entry, raw, count).reshape(entry.shape)
@@ -471,11 +566,7 @@ class TensorBundle:
 
     def _read_bytes(self, name: str, entry: BundleEntry, check_crc: bool = True) -> np.ndarray:
         path = self.shard_path(entry.shard)
-        if entry.shard >= self.num_shards:
-            raise WeightFileError(
-                f"{self.index_path}: tensor '{name}' is in shard {entry.shard}, but the checkpoint has "
-                f"{self.num_shards}"
-            )
+        self._check_bytes(name, entry)  # the bytes are in the shard: nothing is allocated for what is not there
         raw = np.empty(entry.size, dtype=np.uint8)
         try:
             with open(path, "rb") as f:

@@ -22,10 +22,16 @@ becomes ``bilm.default_mix`` (:class:`TrainedMix`; :class:`elmo.modules.elmo.Elm
 bilm-tf's LSTM state buffers (``bilm/Variable``, ``bilm/Variable_1``, ...: the stateful graph's carried states, not
 weights), which are skipped.
 
-Every size comes from the variables' shapes, checked against each other (the first inconsistent tensor is named).
-The activation, clips, residual switch and word length are graph ops only: they come from an ``options.json``
-beside the module, else from ``saved_model.pb`` (:mod:`elmo.formats.graph_def`), else from bilm-tf's published
-defaults, with a warning that names them.
+Every size comes from the variables' shapes, checked against each other (the first inconsistent tensor is named)
+and against the limits of :mod:`elmo.config`; the biLM is built on the meta device, every variable it needs is held
+to the bytes its data shard has, and only then are they read, block by block, into the parameters. The activation,
+clips, residual switch and word length are graph ops only: they come from an ``options.json`` beside the module,
+else from the ops of ``saved_model.pb`` that compute them (:mod:`elmo.formats.graph_def`), else from bilm-tf's
+published defaults, with a warning that names them; the load's log line says which value came from where.
+
+An archive is read in one pass over its compressed stream, within the caps of :mod:`elmo.formats.archive_limits`
+(inflated bytes, compression ratio, number of entries); only the module's own files are written, into a temporary
+folder that is removed afterwards.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import tarfile
 import tempfile
 import zlib
@@ -43,15 +48,27 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
-import torch
 
-from elmo.config import N_CHARACTERS_INFERENCE, BiLMConfig, CharCNNConfig, LSTMConfig
-from elmo.errors import ConfigError, WeightFileError
-from elmo.formats.checked_reads import load_checked_state, read_json
+from elmo.config import (
+    MAX_CHARACTERS_PER_TOKEN,
+    MAX_EMBEDDING_DIM,
+    MAX_LSTM_DIM,
+    N_CHARACTERS_INFERENCE,
+    BiLMConfig,
+    CharCNNConfig,
+    LSTMConfig,
+    check_filters,
+    check_integer,
+)
+from elmo.errors import ConfigError, ElmoError, WeightFileError
+from elmo.formats.archive_limits import COPY_CHUNK, CappedStream, check_member_count
+from elmo.formats.bilm_tf_checkpoint import describe_settings
+from elmo.formats.checked_reads import fill_by_module, read_json, read_whole
 from elmo.formats.graph_def import GraphFacts, graph_facts, read_graphs
-from elmo.formats.hdf5 import CONVERSIONS, expected_dataset_shape, weight_entries
+from elmo.formats.hdf5 import WeightEntry, cell_order, entry_params, expected_dataset_shape, weight_entries
 from elmo.formats.tf_bundle import TensorBundle
 from elmo.modules.bilm import BiLM, build_bilm
+from elmo.modules.scalar_mix import TrainedMix
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +92,6 @@ _MIXES = (("aggregation/weights", "aggregation/scaling"),
 _CELL = "bilm/RNN_{d}/RNN/MultiRNNCell/Cell{l}/rnn/lstm_cell/"
 
 
-@dataclass(frozen=True)
-class TrainedMix:
-    """A hub module's own scalar mix: ``gamma * sum_j softmax(weights)_j * layer_j``."""
-
-    weights: tuple[float, ...]
-    """Pre-softmax weights, one per layer (token layer first)."""
-    gamma: float
-    source: str
-    """The variables they were read from."""
-
 
 def is_hub_module(path: str | os.PathLike) -> bool:
     """A folder with ``tfhub_module.pb`` or ``saved_model.pb`` and a ``variables/variables.index``."""
@@ -104,30 +111,32 @@ def load_hub_module(path: str | os.PathLike) -> BiLM:
     the module holds no mix)."""
     with module_directory(path) as directory:
         variables = _HubVariables(directory, str(path))
-        config = _config(directory, variables, str(path))
-        bilm = build_bilm(config)
-        load_checked_state(bilm, _state(bilm, variables), f"{path} (variables)")
+        config, sources = _config(directory, variables, str(path))
+        bilm = build_bilm(config, device="meta")  # shapes only: the checked variables become the parameters
+        plan = _plan(bilm, variables)  # every variable's shape and bytes, before any is read
         variables.check_all_used()
+        fill_by_module(bilm, (_params(bilm, variables, entry, name) for entry, name in plan), f"{path} (variables)")
         bilm.default_mix = _trained_mix(variables, config.num_layers)
     mix = f"; its trained mix {bilm.default_mix.source}" if bilm.default_mix is not None else ""
-    log.info("%s: TF-Hub module, %d layers of %d cells projected to %d%s", path, config.lstm.n_layers,
-             config.lstm.dim, config.lstm.projection_dim, mix)
+    log.info("%s: TF-Hub module, %d layers of %d cells projected to %d; %s%s", path, config.lstm.n_layers,
+             config.lstm.dim, config.lstm.projection_dim, describe_settings(config, sources), mix)
     return bilm.eval()
 
 
 def read_hub_config(path: str | os.PathLike) -> BiLMConfig:
-    """The architecture of a hub module (from its variables' shapes and its graph); no tensor is read."""
-    with module_directory(path) as directory:
-        return _config(directory, _HubVariables(directory, str(path)), str(path))
+    """The architecture of a hub module (from its variables' shapes and its graph); no tensor is read (nor, from
+    an archive, extracted)."""
+    with module_directory(path, data=False) as directory:
+        return _config(directory, _HubVariables(directory, str(path)), str(path))[0]
 
 
 # ------------------------------------------------------------------ the module's folder
 
 
 @contextmanager
-def module_directory(path: str | os.PathLike) -> Iterator[Path]:
+def module_directory(path: str | os.PathLike, data: bool = True) -> Iterator[Path]:
     """The module's folder: ``path`` itself, or the module extracted from an archive into a temporary folder that
-    is removed afterwards (whatever happens)."""
+    is removed afterwards (whatever happens); ``data=False`` leaves the variables' data shards packed."""
     path = Path(path)
     if not is_hub_archive(path):
         if not is_hub_module(path):
@@ -135,17 +144,27 @@ def module_directory(path: str | os.PathLike) -> Iterator[Path]:
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="elmo-hub-") as tmp:
-        yield _extract(path, Path(tmp))
+        try:
+            yield _extract(path, Path(tmp), data)
+        except ElmoError as e:  # a file of the module: named as the member of the archive, not the temporary copy
+            members = re.compile(re.escape(tmp) + r"/([^\s:'(),]+)")
+            e.args = (members.sub(lambda m: f"{m.group(1)} in {path}", str(e)),)
+            raise
 
 
-def _extract(archive: Path, target: Path) -> Path:
+def _extract(archive: Path, target: Path, data: bool = True) -> Path:
     """Extract the module's files into ``target``, refusing (before writing anything of it) any member whose path
-    leaves the archive's folder and any link; the module may sit at the top or in one folder."""
+    leaves the archive's folder and any link; the module may sit at the top or in one folder. The stream is read
+    within the caps of :mod:`elmo.formats.archive_limits`, so junk members cost neither memory nor disk."""
+    count = 0
     try:
-        with tarfile.open(archive, "r|*") as tar:  # one pass over the compressed stream
-            for member in tar:
+        with CappedStream(archive) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:  # one pass
+            while (member := tar.next()) is not None:
+                count += 1
+                check_member_count(count, archive)
+                tar.members.clear()  # stream mode keeps every member read; we need none of them back
                 relative = _member_path(archive, member)
-                if relative is None or not _wanted(relative):
+                if relative is None or not _wanted(relative, data):
                     continue
                 destination = target.joinpath(*relative.parts)
                 destination.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +172,8 @@ def _extract(archive: Path, target: Path) -> Path:
                 if source is None:
                     continue
                 with source, open(destination, "wb") as out:
-                    shutil.copyfileobj(source, out, 1 << 20)
+                    while chunk := source.read(COPY_CHUNK):
+                        out.write(chunk)
     except (tarfile.TarError, EOFError, zlib.error) as e:
         raise WeightFileError(f"{archive}: not a readable tar archive ({e})") from e
     except OSError as e:
@@ -182,8 +202,10 @@ def _member_path(archive: Path, member: tarfile.TarInfo) -> PurePosixPath | None
     return PurePosixPath(*parts) if parts else None
 
 
-def _wanted(relative: PurePosixPath) -> bool:
-    return relative.name in _EXTRACTED or (relative.parent.name == "variables" and len(relative.parts) <= 3)
+def _wanted(relative: PurePosixPath, data: bool = True) -> bool:
+    if relative.parent.name == "variables" and len(relative.parts) <= 3:
+        return data or relative.name.endswith(".index")
+    return relative.name in _EXTRACTED and len(relative.parts) <= 2
 
 
 # ------------------------------------------------------------------ variables
@@ -218,11 +240,21 @@ class _HubVariables:
     def read(self, name: str) -> np.ndarray:
         """The tensor as float32 (a half or bfloat16 module is widened)."""
         self.used.add(name)
+        self.check(name)
         array = np.asarray(self.bundle.read(self.names[name]))
         if array.dtype.kind in "biuSUO":
             raise WeightFileError(f"{self.label}: variable '{self.names[name]}' has dtype {array.dtype}, expected a "
                                   "float dtype")
         return array.astype(np.float32)
+
+    def check(self, name: str) -> None:
+        """The variable's bytes are in the data shards (before anything is allocated for it); it is used."""
+        self.used.add(name)
+        self.bundle.check(self.names[name])
+
+    def blocks(self, name: str):
+        """Its rows as checked float32 blocks (:data:`elmo.formats.hdf5.RowBlocks`)."""
+        return lambda starts, stop: self.bundle.float_row_blocks(self.names[name], starts, stop, self.label)
 
     def expect(self, name: str, shape: tuple[int, ...], why: str) -> None:
         if name not in self:
@@ -270,6 +302,8 @@ def _infer_shapes(v: _HubVariables) -> _Shapes:
         v.expect(f"bilm/CNN/b_cnn_{i}", (shape[3],), f"the bias of W_cnn_{i}")
     if not filters:
         raise WeightFileError(f"{v.label}: missing variable '{v.prefix}bilm/CNN/W_cnn_0' (the char CNN)")
+    _within_limits(v.label, lambda: (check_integer(embedding_dim, "char_cnn.embedding.dim", 1, MAX_EMBEDDING_DIM),
+                                     check_filters(filters, "char_cnn.filters", MAX_CHARACTERS_PER_TOKEN)))
     n_filters = sum(n for _, n in filters)
     n_highway = 0
     while f"bilm/CNN_high_{n_highway}/W_carry" in v:
@@ -297,6 +331,7 @@ def _infer_shapes(v: _HubVariables) -> _Shapes:
         raise WeightFileError(f"{v.label}: variable '{v.prefix}{cell0}kernel' has shape {kernel}, expected "
                               "(input + output, 4 * cells)")
     dim = kernel[1] // 4
+    _within_limits(v.label, lambda: check_integer(dim, "lstm.dim", 1, MAX_LSTM_DIM))
     if cell0 + "projection/kernel" not in v and dim != projection_dim:
         raise WeightFileError(f"{v.label}: variable '{v.prefix}{cell0}kernel' has {dim} cells and no projection, "
                               f"but the token layer is {projection_dim} wide")
@@ -315,11 +350,20 @@ def _infer_shapes(v: _HubVariables) -> _Shapes:
     return _Shapes(filters, embedding_dim, n_highway, projection_dim, dim, n_layers)
 
 
-def _config(directory: Path, v: _HubVariables, label: str) -> BiLMConfig:
-    shapes = _infer_shapes(v)
-    settings = _graph_settings(directory, shapes, label)
+def _within_limits(label: str, check) -> None:
+    """The sizes read so far within the limits of :mod:`elmo.config`, before more variables are held to them."""
     try:
-        return BiLMConfig(
+        check()
+    except ConfigError as e:
+        raise ConfigError(f"{label}: {e} (as its variables' shapes give it)") from None
+
+
+def _config(directory: Path, v: _HubVariables, label: str) -> tuple[BiLMConfig, dict[str, str]]:
+    """The architecture, and where each graph-only setting came from (options.json, graph, default)."""
+    shapes = _infer_shapes(v)
+    settings, sources = _graph_settings(directory, shapes, label)
+    try:
+        config = BiLMConfig(
             lstm=LSTMConfig(dim=shapes.dim, projection_dim=shapes.projection_dim, n_layers=shapes.n_layers,
                             cell_clip=settings["cell_clip"], proj_clip=settings["proj_clip"],
                             use_skip_connections=bool(settings["use_skip_connections"])),
@@ -328,36 +372,46 @@ def _config(directory: Path, v: _HubVariables, label: str) -> BiLMConfig:
                                    max_characters_per_token=int(settings["max_characters_per_token"])),
         )
     except ConfigError as e:
-        raise ConfigError(f"{label}: {e}") from e
+        raise ConfigError(f"{label}: {e} (as its variables' shapes and its graph give it)") from e
+    return config, sources
 
 
-def _graph_settings(directory: Path, shapes: _Shapes, label: str) -> dict:
-    """activation, clips, residual switch and word length: options.json beside the module, else the graph, else
-    the published defaults (named in a warning)."""
+def _graph_settings(directory: Path, shapes: _Shapes, label: str) -> tuple[dict, dict[str, str]]:
+    """activation, clips, residual switch and word length, and where each came from: options.json beside the
+    module, else the graph's ops that compute it, else the published default (named in a warning)."""
     options_file = directory / OPTIONS
     if options_file.is_file():
-        return _options_settings(options_file, shapes, label)
+        return _options_settings(options_file, shapes, label), dict.fromkeys(PUBLISHED_DEFAULTS, OPTIONS)
     facts = GraphFacts()
     saved_model = directory / SAVED_MODEL
     if saved_model.is_file():
-        facts = graph_facts(read_graphs(saved_model.read_bytes(), f"{label} ({SAVED_MODEL})"),
+        facts = graph_facts(read_graphs(read_whole(saved_model), f"{label} ({SAVED_MODEL})"),
                             [w for w, _ in shapes.filters])
     settings: dict = {}
     if facts.activation is not None:
         settings["activation"] = facts.activation
     if facts.max_characters_per_token is not None:
         settings["max_characters_per_token"] = facts.max_characters_per_token
-    if facts.clips_seen:  # the cell's ops are there: a clip not found is no clip
-        settings |= {"cell_clip": facts.cell_clip, "proj_clip": facts.proj_clip,
-                     "use_skip_connections": bool(facts.residual)}
+    if facts.cell_seen:  # the cell's computation is there: a clip not found on it is no clip
+        settings["cell_clip"] = facts.cell_clip
+    if shapes.projection_dim == shapes.dim:
+        settings["proj_clip"] = None  # nothing to clip: no projection
+    elif facts.projection_seen:
+        settings["proj_clip"] = facts.proj_clip
+    if facts.residual is not None:
+        settings["use_skip_connections"] = facts.residual
+    elif shapes.n_layers == 1:
+        settings["use_skip_connections"] = False  # the residual starts at the second layer: none here
+    sources = dict.fromkeys(settings, "graph")
     defaulted = [key for key in PUBLISHED_DEFAULTS if key not in settings]
     for key in defaulted:
         settings[key] = PUBLISHED_DEFAULTS[key]
+        sources[key] = "default"
     if defaulted:
         log.warning("%s: the module's graph does not show %s; using bilm-tf's published %s (put the model's "
                     "options.json beside the module to set them)", label, ", ".join(defaulted),
                     ", ".join(f"{key}={PUBLISHED_DEFAULTS[key]}" for key in defaulted))
-    return settings
+    return settings, sources
 
 
 def _options_settings(options_file: Path, shapes: _Shapes, label: str) -> dict:
@@ -393,24 +447,27 @@ def hub_variable_name(dataset: str) -> str:
     return name
 
 
-def _state(bilm: BiLM, v: _HubVariables) -> dict[str, torch.Tensor]:
+def _plan(bilm: BiLM, v: _HubVariables) -> list[tuple[WeightEntry, str]]:
+    """(map entry, hub variable) for every parameter, one module's together, each variable's shape and its bytes
+    in the data shards checked: nothing is read."""
     state = bilm.state_dict()
-    tensors = {}
-    for entry in weight_entries(bilm):
+    plan = []
+    for entry in sorted(weight_entries(bilm), key=cell_order):
         name = hub_variable_name(entry.dataset)
-        array = v.read(name)
-        shapes = [tuple(state[p].shape) for p in entry.params]
-        if entry.dataset == "char_embed":  # 262 rows with the padding row 0: our layout already
-            values = [array]
-        else:
-            want = expected_dataset_shape(entry, state)
-            if array.shape != want:
-                raise WeightFileError(f"{v.label}: variable '{v.prefix}{name}' has shape {array.shape}, "
-                                      f"expected {want}")
-            values = CONVERSIONS[entry.conversion].to_params(array, shapes)
-        for param, value in zip(entry.params, values):
-            tensors[param] = torch.from_numpy(np.ascontiguousarray(value))
-    return tensors
+        want = tuple(state[entry.params[0]].shape) if entry.dataset == "char_embed" else \
+            expected_dataset_shape(entry, state)  # the hub's char_embed has the padding row: our layout already
+        v.expect(name, want, "the architecture its other variables give")
+        v.check(name)
+        plan.append((entry, name))
+    return plan
+
+
+def _params(bilm: BiLM, v: _HubVariables, entry: WeightEntry, name: str) -> dict[str, np.ndarray]:
+    state = bilm.state_dict()
+    if entry.dataset == "char_embed":
+        entry = WeightEntry(entry.dataset, entry.params, "same")
+    shapes = [tuple(state[p].shape) for p in entry.params]
+    return entry_params(entry, shapes, v.shape(name)[0], v.blocks(name))
 
 
 def _trained_mix(v: _HubVariables, num_layers: int) -> TrainedMix | None:

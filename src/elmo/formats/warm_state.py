@@ -60,7 +60,7 @@ def compute_warm_state(bilm: BiLM, encode_words: EncodeWords, boundary_tokens: t
 def warm_state_for(bilm: BiLM, encode_words: EncodeWords, boundary_tokens: tuple[str, str]) -> BiLMState:
     """The stored warm state that :func:`elmo.formats.model_files.load_bilm` attached to ``bilm``, else the one
     computed from the shipped text (then kept on ``bilm`` for the next caller)."""
-    stored = getattr(bilm, "warm_state", None)
+    stored = bilm.warm_state
     if stored is None:
         log.info("no %s with the model: computing the warm state from the shipped text (`elmo warm-state` stores "
                  "it)", WARM_STATE_FILE)
@@ -107,10 +107,22 @@ def read_warm_state(path: str | os.PathLike, bilm: BiLM) -> BiLMState:
     return state[0].float(), state[1].float()
 
 
+def warm_state_directory(bilm: BiLM, model_dir: str | os.PathLike) -> Path:
+    """Where the warm state of ``bilm``, loaded from ``model_dir``, is stored: that directory; for a model shipped
+    in the package, which is read-only, the user's cache, ``$ELMO_HOME/warm-state/<weights fingerprint>/``."""
+    from elmo.formats.published import PRETRAINED_DIR, elmo_home  # it imports the modules that import this one
+
+    directory = Path(model_dir)
+    if directory.resolve().is_relative_to(PRETRAINED_DIR.resolve()):
+        return elmo_home() / "warm-state" / weights_fingerprint(bilm)
+    return directory
+
+
 def attach_stored_warm_state(bilm: BiLM, directory: str | os.PathLike, read: bool = True) -> BiLM:
-    """Give ``bilm`` the warm state stored in ``directory`` (if any, and if ``read``), checked: ``bilm.warm_state``."""
-    path = Path(directory) / WARM_STATE_FILE
-    if read and path.is_file():
+    """Give ``bilm`` the warm state stored for ``directory`` (if any, and if ``read``; see
+    :func:`warm_state_directory`), checked: ``bilm.warm_state``."""
+    path = warm_state_directory(bilm, directory) / WARM_STATE_FILE if read else None
+    if path is not None and path.is_file():
         bilm.warm_state = read_warm_state(path, bilm)
     return bilm
 

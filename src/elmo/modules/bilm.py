@@ -14,17 +14,20 @@ Stateless by default: the caller passes the state (or None for zeros) and gets t
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
-from elmo.config import BiLMConfig
+from elmo.config import MAX_VOCABULARY, BiLMConfig, check_integer
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.lstm import LstmCellWithProjection, LstmStack
 from elmo.modules.manylangs_encoder import ManyLangsTokenEncoder
+from elmo.modules.scalar_mix import TrainedMix
 from elmo.modules.sequence import mask_from_ids, reverse_padded
 from elmo.modules.token_embedding import TokenEmbedding
 from elmo.runtime.threads import side_by_side
@@ -90,6 +93,10 @@ class BiLM(nn.Module):
         self.token_encoder = token_encoder
         self.forward_lstm = forward_lstm
         self.backward_lstm = backward_lstm
+        self.default_mix: TrainedMix | None = None
+        """The mix the model file ships with (a TF-Hub module's), where :class:`~elmo.modules.elmo.Elmo` starts."""
+        self.warm_state: BiLMState | None = None
+        """The start of ``initial_state="warm"`` read with the model (its ``warm_state.safetensors``), if any."""
 
     @property
     def num_layers(self) -> int:
@@ -183,13 +190,24 @@ class StatefulBiLM(nn.Module):
         return self._carry(tokens.shape[0], lambda state: self.bilm.contextualize(tokens, mask, state))
 
     def _carry(self, batch: int, run) -> BiLMOutput:
+        out = run(self.rows(batch))
+        self.keep(out.state)
+        return out
+
+    def rows(self, batch: int) -> BiLMState:
+        """The state the rows of a batch of ``batch`` rows start from (for a caller that runs the biLM itself, as
+        :func:`~elmo.modules.long_sequences.contextualize_in_windows` does; then :meth:`keep` its final state)."""
         self._grow(batch)
         assert self._h is not None and self._c is not None
-        out = run((self._h[:, :, :batch], self._c[:, :, :batch]))
-        h, c = out.state
+        return self._h[:, :, :batch], self._c[:, :, :batch]
+
+    def keep(self, state: BiLMState) -> None:
+        """Carry a batch's final state (h (2, L, B, P), c (2, L, B, C)); rows beyond B keep theirs."""
+        assert self._h is not None and self._c is not None
+        h, c = state
+        batch = h.shape[2]
         self._h = torch.cat([h.detach(), self._h[:, :, batch:]], dim=2)
         self._c = torch.cat([c.detach(), self._c[:, :, batch:]], dim=2)
-        return out
 
     def _grow(self, batch: int) -> None:
         have = 0 if self._h is None else self._h.shape[2]
@@ -200,23 +218,46 @@ class StatefulBiLM(nn.Module):
         self._c = c if self._c is None else torch.cat([self._c, c], dim=2)
 
 
+class _NoInitOnMeta(TorchFunctionMode):
+    """Skips ``torch.nn.init`` on meta tensors: there are no values to set, and torch's meta kernel of ``normal_``
+    (an embedding's init) is a Python decomposition whose first use imports about 800 modules (75 MB, seconds)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            tensor = args[0] if args else kwargs.get("tensor")
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
 def build_bilm(
     config: BiLMConfig,
     token_vocab_size: int | None = None,
     dropout: float = 0.0,
     weight_dropout: float = 0.0,
+    device: str | torch.device | None = None,
 ) -> BiLM:
-    """Assemble an (untrained) biLM.
+    """Assemble an (untrained) biLM; with ``device="meta"`` only its shapes (no memory, no initialisation), which a
+    reader then fills (:func:`elmo.formats.checked_reads.fill_by_module`) after checking the file against them.
 
     Args:
-        config: architecture.
+        config: architecture (checked when it was made: every size within the limits of :mod:`elmo.config`).
         token_vocab_size: build a token-input biLM (a table of ``token_vocab_size`` token vectors) instead of
             the char CNN; required when ``config.char_cnn`` is None.
         dropout: dropout on every LSTM layer input, active in training mode only (the original trainer's 0.1).
         weight_dropout: DropConnect on each LSTM layer's recurrent matrix, training mode only (not in the original).
+        device: where the parameters are made (the default device when None).
     """
+    meta = device is not None and torch.device(device).type == "meta"
+    with torch.device(device) if device is not None else nullcontext(), _NoInitOnMeta() if meta else nullcontext():
+        return _build_bilm(config, token_vocab_size, dropout, weight_dropout)
+
+
+def _build_bilm(config: BiLMConfig, token_vocab_size: int | None, dropout: float, weight_dropout: float) -> BiLM:
     lstm = config.lstm
     if token_vocab_size is not None:
+        token_vocab_size = check_integer(token_vocab_size, "token_vocab_size", 1, MAX_VOCABULARY)
         encoder = TokenEmbedding(token_vocab_size, lstm.projection_dim)
     elif config.manylangs is not None:
         encoder = ManyLangsTokenEncoder(config.manylangs, lstm.projection_dim)

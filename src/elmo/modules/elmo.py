@@ -142,7 +142,7 @@ class Elmo(ElmoHead):
             do_layer_norm=do_layer_norm,
             dropout=dropout,
         )
-        trained = getattr(bilm, "default_mix", None)  # a TF-Hub module's own mix (formats/tf_hub.py): the start
+        trained = bilm.default_mix  # a TF-Hub module's own mix (formats/tf_hub.py): the start
         if scalar_mix_parameters is None and trained is not None:
             with torch.no_grad():
                 for mix in self.scalar_mixes:
@@ -203,7 +203,7 @@ def _started(bilm: BiLM, initial_state: str, warm_state: BiLMState | None) -> nn
     if initial_state == "carry":
         return StatefulBiLM(bilm)
     if initial_state == "warm":
-        state = warm_state if warm_state is not None else getattr(bilm, "warm_state", None)
+        state = warm_state if warm_state is not None else bilm.warm_state
         if state is None:
             raise ValueError("initial_state='warm' needs warm_state=(h, c): "
                              "elmo.formats.warm_state.model_warm_state(bilm) computes it")

@@ -70,13 +70,14 @@ class WarmStartBiLM(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> BiLMOutput:
         """ids (B, T, W) or (B, T), as :meth:`BiLM.forward`."""
-        return self.bilm(ids, self._rows(ids.shape[0]))
+        return self.bilm(ids, self.rows(ids.shape[0]))
 
     def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor) -> BiLMOutput:
         """Token vectors (B, T, P) and mask (B, T), as :meth:`BiLM.contextualize`."""
-        return self.bilm.contextualize(tokens, mask, self._rows(tokens.shape[0]))
+        return self.bilm.contextualize(tokens, mask, self.rows(tokens.shape[0]))
 
-    def _rows(self, batch: int) -> BiLMState:
+    def rows(self, batch: int) -> BiLMState:
+        """The state every row of a batch of ``batch`` rows starts from."""
         weight = self.bilm.forward_lstm.layers[0].state_linearity.weight
         h, c = (x.to(weight.device, weight.dtype).expand(-1, -1, batch, -1).contiguous() for x in self.state)
         return h, c

@@ -204,8 +204,7 @@ class LstmCellWithProjection(nn.Module):
         w_state_t = self.state_linearity.weight.t()  # (P, 4C)
         w_proj_t = None if self.projection is None else self.projection.weight.t()  # (C, P)
         out = inputs.new_zeros(time, batch, self.output_dim, dtype=dtype)  # (T, B, P)
-        row_bytes = w_input_t.shape[1] * w_input_t.element_size()
-        windows = step_windows(running, max(1, min(INPUT_WINDOW_ROWS, INPUT_WINDOW_BYTES // row_bytes)))
+        windows = step_windows(running, self.input_window_rows())
         gemm_rows = bucket_rows if buckets_shapes(dtype, inputs.device) else int  # zero rows pad a bucketed GEMM
         columns = CPU_GEMM_COLUMNS if inputs.device.type == "cpu" and dtype == torch.float32 else None
         buffer = inputs.new_empty(max((gemm_rows(rows) for *_, rows in windows), default=0), w_input_t.shape[1],
@@ -241,6 +240,12 @@ class LstmCellWithProjection(nn.Module):
         inverse[order] = torch.arange(batch, device=order.device)
         outputs = out.transpose(0, 1)[inverse]  # (B, T, P), padding stays zero
         return outputs, (h_final[inverse].to(h0.dtype), c[inverse].to(c0.dtype))
+
+    def input_window_rows(self) -> int:
+        """Inference's input-GEMM rows at most (:data:`INPUT_WINDOW_ROWS`, :data:`INPUT_WINDOW_BYTES`): the grouping
+        of steps that :mod:`elmo.modules.long_sequences` keeps, window by window, to compute the same bits."""
+        weight = self.input_linearity.weight  # (4C, in)
+        return max(1, min(INPUT_WINDOW_ROWS, INPUT_WINDOW_BYTES // (weight.shape[0] * weight.element_size())))
 
     @staticmethod
     def _final_outputs(out: torch.Tensor, lengths: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:

@@ -8,11 +8,24 @@ the output depends on the rest of the batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 LAYER_NORM_EPSILON = 1e-12
+
+
+@dataclass(frozen=True)
+class TrainedMix:
+    """A mix a model file ships with (a TF-Hub module's own): ``gamma * sum_j softmax(weights)_j * layer_j``;
+    :class:`elmo.modules.elmo.Elmo` starts its mixes from it."""
+
+    weights: tuple[float, ...]
+    """Pre-softmax weights, one per layer (token layer first)."""
+    gamma: float
+    source: str
+    """Where they were read from (the file's variable names)."""
 
 
 class ScalarMix(nn.Module):

@@ -7,6 +7,10 @@ and raises :class:`~elmo.errors.Interrupted`; embedding raises after the batch i
 A second signal raises at once. (Raising from the handler itself is not reliable: Python may run the handler
 inside a finalizer or a weakref callback, where its exception is printed as "Exception ignored" and dropped, and
 the job would carry on to the end.)
+
+Work that is long in itself asks between its own steps too, through :func:`stop_point`, without being handed the
+request: the embedder between the windows of a long sequence, so that one 200,000-token line stops within a window,
+not at its end.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from contextlib import contextmanager
 from elmo.errors import Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_active: list[StopRequest] = []
+"""The requests of the :func:`stop_on_signals` blocks now open, innermost last (only the main thread opens them)."""
 
 
 class StopRequest:
@@ -64,8 +71,18 @@ def stop_on_signals(what: str) -> Iterator[StopRequest]:
         raise request.interrupted()
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    _active.append(request)
     try:
         yield request
     finally:
+        _active.remove(request)
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def stop_point() -> None:
+    """Raise :class:`Interrupted` if a signal came inside the open :func:`stop_on_signals` block, for a step of work
+    that can stop cleanly; nothing outside one, or in another thread than the block's (the main thread's): a
+    service's model thread, say, answers what it has started."""
+    if _active and threading.current_thread() is threading.main_thread():
+        _active[-1].raise_if_requested()

@@ -3,20 +3,23 @@
 One rule set, so a file that one command reads, every command reads: UTF-8 split on ``\\n`` only; a leading
 byte-order mark (Windows editors write one) is dropped; gzip is read whether the name ends in ``.gz`` or the bytes
 start with the gzip magic; ``-`` is stdin, and pipes (``/dev/stdin``, ``<(...)``) are read like files. Every error
-is an :class:`InputFileError` naming the file (and line).
+is an :class:`InputFileError` naming the file (and line). JSON in a user's file is read by :func:`parse_json`, whose
+errors name the file too, whatever ``json.loads`` raises.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from elmo.errors import InputFileError
+from elmo.errors import ElmoError, InputFileError
+from elmo.runtime.atomic_files import first_line
 
 STDIN = "-"
 BOM = "\ufeff"
@@ -99,3 +102,27 @@ def read_text_lines(
             raise InputFileError(f"{name}: corrupt gzip data after line {number} ({e})") from e
         except OSError as e:
             raise InputFileError(f"{name}: cannot read ({e.strerror or e})") from e
+
+
+def parse_json(data: bytes | str, where: str, error: type[ElmoError] = InputFileError) -> Any:
+    """The JSON value of a user's file (bytes: UTF-8, a byte-order mark dropped), or one ``error`` line naming
+    ``where``: not UTF-8, invalid JSON (its line), or JSON past Python's limits (:func:`json_limit`)."""
+    try:
+        return json.loads(data.decode("utf-8-sig") if isinstance(data, bytes) else data)
+    except UnicodeDecodeError as e:
+        raise error(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except json.JSONDecodeError as e:
+        raise error(f"{where}: invalid JSON at line {e.lineno}: {e.msg}") from e
+    except (RecursionError, ValueError) as e:
+        raise error(f"{where}: invalid JSON: {json_limit(e)}") from e
+
+
+def json_limit(error: RecursionError | ValueError) -> str:
+    """What ``json.loads`` refuses besides bad syntax, said in a few words: nesting deeper than its parser recurses
+    (a RecursionError), a number of more digits than ``int()`` converts (a ValueError, 4,300 digits by default)."""
+    if isinstance(error, RecursionError):
+        return "nested deeper than the JSON parser goes"
+    if str(error).startswith("Exceeds the limit"):
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        return f"a number of more than {limit:,} digits"
+    return first_line(error)

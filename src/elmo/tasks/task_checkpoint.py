@@ -17,10 +17,9 @@ from safetensors.torch import save_file
 
 from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
-from elmo.errors import ConfigError, WeightFileError
+from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json, read_safetensors
-from elmo.formats.model_files import load_bilm
-from elmo.formats.published import is_model_name, resolve_model
+from elmo.formats.model_ref import ModelRef
 from elmo.runtime.atomic_files import write_atomic, write_json_atomic
 from elmo.runtime.hashing import sha256_file
 from elmo.tasks.builder import build_elmo, build_task_model
@@ -91,11 +90,13 @@ def _recorded_bilm(directory: Path, meta: dict) -> str | None:
     """The biLM ``task.json`` records: a shipped or published name, or a path that must still exist."""
     info = meta.get("elmo")
     location = info.get("bilm_dir") if isinstance(info, dict) else None
-    if not location or is_model_name(location) or Path(location).exists():
+    if not location:
         return location
-    raise WeightFileError(
-        f"task model {directory} was trained with the biLM {location}, which no longer exists; pass --bilm PATH"
-    )
+    try:
+        return ModelRef.parse(location).record
+    except ElmoError:
+        raise WeightFileError(f"task model {directory} was trained with the biLM {location}, which no longer "
+                              "exists; pass --bilm PATH") from None
 
 
 def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, progress) -> TaskRunner:
@@ -108,7 +109,7 @@ def _rebuild(config, meta, tensors, bilm_dir, cached, device, embed_batch_size, 
         location = bilm_dir or info.get("bilm_dir")
         if not location:
             raise ConfigError("this task model uses ELMo: give the biLM directory (--bilm)")
-        bilm = load_bilm(resolve_model(location))
+        bilm = ModelRef.parse(location).load()
         if bilm.num_layers != info["num_layers"] or bilm.output_dim != info["dim"]:
             raise WeightFileError(
                 f"{location}: biLM has {bilm.num_layers} layers of width {bilm.output_dim}, the task model was "

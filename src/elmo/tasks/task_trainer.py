@@ -22,8 +22,7 @@ from tqdm import tqdm
 from elmo.devices import checked_device
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
-from elmo.formats.model_files import load_bilm
-from elmo.formats.published import model_reference, resolve_model
+from elmo.formats.model_ref import ModelRef
 from elmo.runtime.atomic_files import check_destination, replace_directory, write_json_atomic
 from elmo.tasks.builder import build_elmo, build_task_model
 from elmo.tasks.elmo_features import ActivationCache
@@ -85,7 +84,7 @@ def build_runner(
     if config.elmo.enabled:
         if bilm_dir is None:
             raise InputFileError("this config uses ELMo: give a biLM directory (--bilm), or set elmo.enabled false")
-        bilm = load_bilm(resolve_model(bilm_dir))
+        bilm = ModelRef.parse(bilm_dir).load()
         dim = bilm.output_dim
         elmo = build_elmo(config.elmo, bilm.num_layers, None if config.elmo.cached else bilm)
         if config.elmo.cached:
@@ -198,4 +197,4 @@ def write_predictions(runner: TaskRunner, path: Path, examples: Sequence, predic
 
 def _resolved(path) -> str | None:
     """How task.json records the biLM: a shipped or published name as is, a path absolute (any working directory)."""
-    return None if path is None else model_reference(path)
+    return None if path is None else ModelRef.parse(path).record

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 
 from elmo.devices import checked_device
-from elmo.formats.bilm_tf_checkpoint import loads_as_bilm_tf, read_bilm_tf_training_state
+from elmo.formats.bilm_tf_checkpoint import read_bilm_tf_training_state
 from elmo.formats.checked_reads import read_json
-from elmo.formats.model_files import load_bilm, read_model_config
-from elmo.formats.published import model_reference, resolve_model
+from elmo.formats.model_formats import BilmTfCheckpointDir
+from elmo.formats.model_ref import ModelRef
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_json_atomic
@@ -47,7 +47,7 @@ def model_training_keys(model_dir: str | Path) -> dict[str, Any]:
 
     Fine-tuning without a preset starts from them, as bilm-tf's ``restart.py`` does, except :data:`CORPUS_KEYS`.
     """
-    training = read_model_config(resolve_model(model_dir)).training
+    training = ModelRef.parse(model_dir).read_config().training
     keys = {k: v for k, v in training.items() if k not in CORPUS_KEYS and v is not None}
     if keys:
         log.info("fine-tuning with the model's own %s", ", ".join(f"{k} {v}" for k, v in sorted(keys.items())))
@@ -61,15 +61,16 @@ def finetune(spec: TrainSpec, model_dir: str | Path, checkpoint: str | None = No
     run continues from its newest checkpoint exactly as if it had not stopped (SIGINT/SIGTERM checkpoint the step
     in progress), and "before" is the one measured when the run started. ``model_dir`` is any spelling ``elmo embed
     --model`` takes (a directory, an archive, a shipped or published name); ``finetune.json`` records it as
-    :func:`~elmo.formats.published.model_reference` does (a name as is, a path absolute). ``checkpoint``: in a
+    :attr:`~elmo.formats.model_ref.ModelRef.record` does (a name as is, a path absolute). ``checkpoint``: in a
     bilm-tf training directory, the checkpoint to continue (``model.ckpt-N``; default: the latest).
     """
-    recorded: dict[str, Any] = {"model": model_reference(model_dir)}
-    model_dir = resolve_model(model_dir)
-    bilm = load_bilm(model_dir, checkpoint=checkpoint)
+    ref = ModelRef.parse(model_dir, checkpoint=checkpoint)
+    recorded: dict[str, Any] = {"model": ref.record}
+    model_dir = ref.path()
+    bilm = ref.load()
     vocab = Vocabulary.from_file(spec.vocab_path, require_special_tokens=True)
     accumulators = None
-    if loads_as_bilm_tf(model_dir, checkpoint):
+    if ref.format_name() == BilmTfCheckpointDir.name:
         softmax, accumulators, recorded["continued_from"] = _bilm_tf_continuation(model_dir, checkpoint, bilm, vocab,
                                                                                   spec)
     else:

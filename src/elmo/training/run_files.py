@@ -25,7 +25,9 @@ from elmo.config import BiLMConfig
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.checked_reads import load_checked_state, read_json
 from elmo.formats.checkpoints import latest_checkpoint, read_model_state
-from elmo.formats.model_files import is_model_dir, load_bilm, write_bilm_files
+from elmo.formats.model_files import write_bilm_files
+from elmo.formats.model_formats import load_path, recognise
+from elmo.formats.model_ref import PATH, PUBLISHED, ModelRef
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax, write_softmax
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.initialization import init_like_original
@@ -70,16 +72,16 @@ def load_language_model(model: str | Path, needed_by: str = "this") -> tuple[BiL
     A directory with both a run's config and a model but no checkpoint (the shipped demo) is read as a model. A
     model without a softmax is one error line that says where one comes from (``needed_by``: the command).
     """
-    from elmo.formats.published import is_model_name, read_registry, resolve_model, shipped_models
+    from elmo.formats.published import read_registry, shipped_models
 
-    published = not Path(model).expanduser().exists() and is_model_name(model)
-    files = read_registry().get(str(model), {}).get("files", {}) if published else {}
-    path = None if files and SOFTMAX_FILE not in files else resolve_model(model)  # no download to find none
-    if path is not None and is_run_dir(path) and (latest_checkpoint(path) is not None or not is_model_dir(path)):
+    ref = ModelRef.parse(model)
+    files = read_registry().get(ref.location, {}).get("files", {}) if ref.kind == PUBLISHED else {}
+    path = None if files and SOFTMAX_FILE not in files else ref.path()  # no download to find none
+    if path is not None and is_run_dir(path) and (latest_checkpoint(path) is not None or recognise(path) is None):
         return _load_run(path)
     if path is None or not (path / SOFTMAX_FILE).is_file():
         with_one = [name for name, where in shipped_models().items() if (where / SOFTMAX_FILE).is_file()]
-        shadowed = str(model) in with_one and not published  # a directory here of that name is taken first
+        shadowed = str(model) in with_one and ref.kind == PATH  # a directory here of that name is taken first
         raise WeightFileError(
             f"{model} has no softmax ({SOFTMAX_FILE} + {VOCAB_FILE}): {needed_by} needs a language model: a run "
             f"directory of `elmo train` or `elmo finetune`, its `elmo export`, or the shipped "
@@ -87,7 +89,7 @@ def load_language_model(model: str | Path, needed_by: str = "this") -> tuple[BiL
             "trains one)" + (f"; {model} here is the directory {Path(model).resolve()}, which a path takes before "
                              "the shipped model's name: run from another directory" if shadowed else "")
         )
-    bilm = load_bilm(path)
+    bilm = load_path(path)
     softmax = read_softmax(path / SOFTMAX_FILE, bilm.token_encoder.output_dim)
     lm = BiLMLanguageModel(bilm, softmax, num_sampled=None)
     vocab = Vocabulary.from_file(path / VOCAB_FILE) if (path / VOCAB_FILE).is_file() else None
