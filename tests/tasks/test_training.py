@@ -36,7 +36,7 @@ def small_config(task: str, **elmo) -> TaskConfig:
         ("ner", {"enabled": False}, {}),
         ("ner", {"at_output": True}, {}),
         ("sst", {}, {}),
-        ("sst", {"at_output": True}, {"model.classifier": "bcn", "train.learning_rate": 0.01}),
+        ("sst", {"at_output": True}, {"model.classifier": "bcn", "train.learning_rate": 0.01, "train.epochs": 60, "train.patience": 60}),
     ],
 )
 def test_overfits_a_few_sentences(task, elmo, overrides, bilm_dir, tmp_path):
