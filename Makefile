@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 # torch is pinned to the CPU build that pip finds locally; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test test-faults clean
+.PHONY: install demo test test-faults fuzz clean
 
 # the core install (what `make demo` needs); the suite's extras on top (every integration's tool: the test extra)
 $(VENV)/.core: pyproject.toml
@@ -32,6 +32,12 @@ test: install
 # the fault suite alone (kills, full disk, bad input and files, numerical faults): docs/reliability.md
 test-faults: install
 	$(PY) -m pytest -q -m faults
+
+# every reader against mutated files, longer than CI's 40 examples per format, new examples each run
+# (tests/faults/test_fuzz_readers.py; a failure prints the example and how to reproduce it)
+FUZZ_EXAMPLES ?= 2000
+fuzz: install
+	ELMO_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/faults/test_fuzz_readers.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache

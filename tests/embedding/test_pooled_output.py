@@ -73,7 +73,10 @@ def test_pooled_python_api_equals_the_file(text, tmp_path, layers):
     (["--layer", "mix"], "--mix-weights must be given with layer mix"),
     (["--top", "--mix-weights", "0,0,0"], "--mix-weights is for layer mix"),
     (["--top", "--mix-gamma", "2"], "--mix-gamma is for layer mix (got layer top)"),  # not silently ignored
-    (["--layer", "mix", "--mix-weights", "0,0,0", "--mix-gamma", "1" + "0" * 400], "--mix-gamma: must be a finite number"),
+    (
+        ["--layer", "mix", "--mix-weights", "0,0,0", "--mix-gamma", "1" + "0" * 400],
+        "--mix-gamma: must be a finite number",
+    ),
     (["--layer", "mix", "--mix-weights", "0,0"], "--mix-weights has 2 weights; the model has 3 layers"),
     (["--layer", "mix", "--mix-weights", "0,x,0"], "argument --mix-weights: must be numbers separated by commas"),
 ])

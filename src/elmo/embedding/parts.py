@@ -209,8 +209,8 @@ class Parts:
 
                 yield add
                 # JSON, not HDF5 string arrays: a sentence may hold a NUL character, which HDF5 strings cannot
-                part.create_dataset(KEYS, data=json.dumps(list(keys)), dtype=h5py.string_dtype())
-                part.create_dataset(SENTENCES, data=json.dumps(list(sentences)), dtype=h5py.string_dtype())
+                part.create_dataset(KEYS, data=_json_bytes(list(keys)))
+                part.create_dataset(SENTENCES, data=_json_bytes(list(sentences)))
         except Exception as e:
             if not is_write_failure(e):  # not a failed write (e.g. an error of the computation in the block)
                 raise
@@ -237,7 +237,8 @@ class Parts:
         try:
             with atomic_file(self.output) as file, h5py.File(file, "w") as out:
                 out.attrs.update(attributes or {})
-                out.attrs[EMBED_SETTINGS] = json.dumps(self.manifest, sort_keys=True)
+                settings = json.dumps(self.manifest, sort_keys=True).encode("utf-8")  # fixed length: see _json_bytes
+                out.attrs.create(EMBED_SETTINGS, settings, dtype=h5py.string_dtype("utf-8", len(settings)))
                 rows = Rows(out) if matrix else None
                 for chunk in range(n_chunks):
                     keys, texts = self._copy_part(chunk, out, rows, forget_sentences)
@@ -285,12 +286,24 @@ def _dataset(part: h5py.File, name: str) -> h5py.Dataset:
     return found
 
 
+def _json_bytes(value: object) -> np.ndarray:
+    """``value`` as JSON in bytes (uint8), as a part stores its keys and sentences (and the output its settings, as
+    a fixed-length string): reading them back never goes through HDF5's global heap, which variable-length strings
+    use and in which one damaged byte makes libhdf5 loop forever (found by tests/faults/test_fuzz_readers.py)."""
+    return np.frombuffer(json.dumps(value).encode("utf-8"), dtype=np.uint8)
+
+
 def _strings(part: h5py.File, name: str) -> list[str]:
-    """A part's keys or sentences: a JSON list of strings in a string dataset."""
+    """A part's keys or sentences: a JSON list of strings (:func:`_json_bytes`; a variable-length string in parts of
+    earlier versions)."""
     dataset = _dataset(part, name)
-    if dataset.dtype.kind != "O" or dataset.shape != ():
-        raise ValueError(f"'{name}' is not a string")
-    values = json.loads(dataset.asstr()[()])
+    if dataset.dtype == np.uint8 and dataset.ndim == 1:
+        text = dataset[()].tobytes().decode("utf-8")
+    elif dataset.dtype.kind == "O" and dataset.shape == ():
+        text = dataset.asstr()[()]
+    else:
+        raise ValueError(f"'{name}' is not JSON text")
+    values = json.loads(text)
     if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
         raise ValueError(f"'{name}' is not a JSON list of strings")
     return values
