@@ -60,13 +60,13 @@ def one_run(engine: str, text: Path, out: Path, model: str, workers: int | None,
         count = EmbedFileJob(embedder, output, selection=selection).run(text, out)
         finished, workers_rss = time.perf_counter(), []
     else:
+        from elmo.embedding.engines.ray import RayEngine, WorkerModel
         from elmo.formats.model_ref import ModelRef
-        from elmo.ray_engine import RayWorkers, WorkerModel
 
         spec = WorkerModel(options, ModelRef.parse(model), device="cpu")
-        with RayWorkers(spec, EngineOptions("ray", None, workers)) as pool:
+        with RayEngine(spec, EngineOptions("ray", None, workers)) as pool:
             ready = time.perf_counter()
-            count = EmbedFileJob(pool, output, selection=selection, engine=pool).run(text, out)
+            count = EmbedFileJob(pool, output, selection=selection).run(text, out)
             finished = time.perf_counter()
             workers_rss = [w["peak_rss_bytes"] for w in pool.describe_workers()]
     size = sum(p.stat().st_size for p in out.glob("part-*.parquet"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -77,3 +79,17 @@ def test_one_key_check_for_every_config_file():
     with pytest.raises(ConfigError, match=r"^f.json: 'train' must be a JSON object$"):
         check_keys([], {"epochs"}, "f.json", "train.")
     check_keys({"seed": 1}, {"epochs", "seed"}, "f.json")
+
+
+def test_the_settings_and_their_checks_import_and_run_without_torch():
+    """The settings are declarations: the spaCy entry point builds its config from them whenever spaCy builds any
+    pipeline, and must not load torch for that. Checking values needs no torch either."""
+    script = ("import sys\n"
+              "import elmo.settings, elmo.shared_settings, elmo.embedding.embed_options, elmo.embedding.selection\n"
+              "from elmo.embedding.embed_options import EmbedOptions, OutputOptions\n"
+              "from elmo.embedding.selection import VectorSelection\n"
+              "EmbedOptions(precision='bf16', batch_size=3), OutputOptions(), VectorSelection(layer='mix', "
+              "mix_weights='0,0,0')\n"
+              "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

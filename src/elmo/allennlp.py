@@ -13,6 +13,7 @@ carried states exactly.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,7 @@ from elmo.modules.elmo import ElmoHead
 from elmo.modules.sequence import add_sentence_boundaries, mask_from_ids, remove_sentence_boundaries
 from elmo.precision import Precision
 from elmo.runtime.atomic_files import atomic_file, is_write_failure, write_error
+from elmo.runtime.threads import small_ops_on_one_thread
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +110,9 @@ class ElmoBiLm(nn.Module):
         """Character ids (B, T, W) [or cached word ids (B, T)] -> ``activations``: L + 1 tensors (B, T + 2, 2P)
         and ``mask`` (B, T + 2)."""
         run = self._stateful if self._stateful is not None else self._bilm
-        with torch.set_grad_enabled(self._requires_grad and torch.is_grad_enabled()):
+        grad = self._requires_grad and torch.is_grad_enabled()
+        # frozen: the CPU thread policy of inference, as the Embedder runs it
+        with torch.set_grad_enabled(grad), contextlib.nullcontext() if grad else small_ops_on_one_thread(inputs.device):
             if self._word_vectors is not None and word_inputs is not None and self._in_cache(word_inputs):
                 bos, eos = self._word_vectors[0], self._word_vectors[1]  # (P,) each
                 tokens = add_sentence_boundaries(self._word_vectors[2:][word_inputs], bos, eos)  # (B, T+2, P)

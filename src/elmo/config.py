@@ -49,6 +49,11 @@ _MANYLANGS_KEYS = {"name", "activation", "filters", "n_highway", "word_dim", "ch
 N_CHARACTERS_TRAIN = 261
 N_CHARACTERS_INFERENCE = 262
 
+MIN_WINDOW = 64
+"""Fewest steps of a window when a long sequence runs a window at a time (``modules/long_sequences.py``, but the
+whole call's own groups): the last piece of a group joins the one before. Here, in the torch-free base, because the
+``sequence_window`` setting (``EmbedOptions``) refuses fewer."""
+
 # ------------------------------------------------------------------ limits
 # Every size a model file declares is checked against these before anything is built or read, so that a file of a
 # few hundred bytes cannot ask for gigabytes. Each is many times the largest published value (in brackets: the

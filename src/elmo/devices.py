@@ -1,16 +1,21 @@
 """Which device to run on: every command's ``--device`` and the Python API's ``device=`` pass through
 :func:`checked_device`, so a device this machine lacks is one clear error up front, not a traceback from deep in
-torch."""
+torch. torch is imported when a device is checked, so that the settings (which name this module) import without it."""
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from elmo.settings import SettingError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def checked_device(device: str | torch.device | None) -> torch.device:
     """``device`` as a :class:`torch.device` that exists on this machine; None: CUDA when available, else CPU."""
+    import torch
+
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

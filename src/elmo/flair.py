@@ -3,9 +3,12 @@
 Flair's own ``flair.embeddings.ELMoEmbeddings`` (its legacy module) needs allennlp 0.9 and cannot be saved with a
 tagger; this class replaces it. Supported Flair: >=0.15,<0.16 (tested with 0.15.1).
 
-Vectors come from :class:`~elmo.embedding.embedder.Embedder`, the code behind ``elmo embed``, in fp32 by default,
-so a token's vector equals ``elmo embed --all --precision fp32`` for the same tokens (the sentence as Flair
-tokenised it), on every machine.
+Vectors come from :class:`~elmo.embedding.embedder.Embedder`, the code behind ``elmo embed``, in fp32 by default, and
+the layers a token keeps from :class:`~elmo.embedding.selection.VectorSelection` (``layer``, ``mix_weights``,
+``mix_gamma``; the CLI's ``--layer``), made one flat vector per token by :meth:`VectorSelection.flat
+<elmo.embedding.selection.VectorSelection.flat>`: a token's vector is ``elmo embed --layer ... --precision fp32`` of
+the same tokens (the sentence as Flair tokenised it), on every machine, with the layers of ``all`` joined in layer
+order.
 
 Saving. The biLM is a frozen submodule, so its weights go into the tagger file with the tagger's own (Flair's
 ``SequenceTagger.save`` writes one state dict, loaded back with strict keys), and ``to_params`` records the
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,16 +32,17 @@ import torch
 
 from elmo.config import BiLMConfig
 from elmo.devices import checked_device
+from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.embedder import Embedder
+from elmo.embedding.selection import TOKEN_FIELDS, VectorSelection
 from elmo.errors import ConfigError, ElmoError
 from elmo.formats.model_ref import ModelRef
 from elmo.manylangs_vocab import ManyLangsLexicon
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.token_vectors import TOKEN_ENCODERS
-from elmo.precision import Precision
 from elmo.runtime.extras import require
-from elmo.settings import at_least, check_settings, setting
-from elmo.shared_settings import DEVICE, PRECISION
+from elmo.settings import SettingError, check_settings, setting, split_settings
+from elmo.shared_settings import DEVICE
 
 flair = require("flair", "flair", "elmo.flair")
 from flair.data import Sentence  # noqa: E402  (after the one-line message of a missing extra)
@@ -45,8 +50,6 @@ from flair.embeddings import TokenEmbeddings  # noqa: E402
 from flair.embeddings.base import register_embeddings  # noqa: E402
 
 log = logging.getLogger("elmo")
-
-OUTPUTS = ("all", "top", "average")
 
 SUPPORTED_FLAIR = ((0, 15), (0, 16))
 """[lowest, first unsupported) minor versions of Flair; the tests pin 0.15.1."""
@@ -67,20 +70,13 @@ _check_flair_version(flair.__version__)
 
 @dataclass(frozen=True)
 class FlairEmbeddingOptions:
-    """The settings of :class:`ELMoEmbeddings`, checked before any model is loaded."""
+    """The settings of :class:`ELMoEmbeddings` besides the vectors' (:class:`VectorSelection`) and the biLM run's
+    (:class:`EmbedOptions`), checked before any model is loaded."""
 
     model: Any = setting(
         "demo", "the biLM: any spelling `elmo embed --model` takes (a shipped name such as demo or corpus, a "
         "published name, a model directory or archive), or a loaded BiLM",
     )
-    output: str = setting(
-        "all", "each token's vector: all = the L + 1 layers concatenated in layer order ((L + 1) * 2P, as Flair's "
-        "old ELMoEmbeddings), top = the top LSTM layer (2P), average = the mean of all layers (2P)",
-        choices=OUTPUTS,
-    )
-    precision: Precision = PRECISION.field()
-    batch_size: int | None = setting(None, "most sentences per model batch (default: elmo embed's, 256)",
-                                     check=at_least(1))
     device: str | None = DEVICE.field()
     """None: ``flair.device`` at embedding time, where Flair keeps the tagger. Not saved with a tagger."""
 
@@ -90,20 +86,28 @@ class FlairEmbeddingOptions:
 
 @register_embeddings
 class ELMoEmbeddings(TokenEmbeddings):
-    """ELMo token vectors for Flair: ``ELMoEmbeddings(model="demo", output="all")``.
+    """ELMo token vectors for Flair: ``ELMoEmbeddings(model="demo", layer="all")``.
+
+    ``settings``: the fields :data:`~elmo.embedding.selection.TOKEN_FIELDS` of
+    :class:`~elmo.embedding.selection.VectorSelection` (``layer``: all, the default, = the L + 1 layers joined in
+    layer order, (L + 1) * 2P, as Flair's old ELMoEmbeddings; top, average, mix with ``mix_weights`` and
+    ``mix_gamma``, or a layer index: 2P) and of :class:`~elmo.embedding.embed_options.EmbedOptions` (``precision``,
+    ``batch_size``, ...), with their defaults and checks.
 
     Static (the biLM is frozen), so Flair computes a sentence's vectors once; every sentence Flair hands over in one
     call runs through one :meth:`Embedder.embed_sentences`, which sorts and batches them like ``elmo embed``.
-    ``name`` defaults to ``elmo-<model>`` (``-top``/``-average`` added for those outputs) and is saved, since
+    ``name`` defaults to ``elmo-<model>`` (``-<layer>`` added for a layer other than all) and is saved, since
     ``StackedEmbeddings`` renames its members and the tagger finds token vectors by that name.
     """
 
     def __init__(
-        self, model: ModelRef | str | os.PathLike | BiLM = "demo", output: str = "all",
-        precision: str | Precision = "fp32", batch_size: int | None = None, device: str | None = None,
-        name: str | None = None,
+        self, model: ModelRef | str | os.PathLike | BiLM = "demo", *, device: str | None = None,
+        name: str | None = None, **settings: Any,
     ) -> None:
-        self.options = FlairEmbeddingOptions(model, output, precision, batch_size, device)
+        self.options = FlairEmbeddingOptions(model, device)
+        self.selection, self.embed_options = _token_settings(settings)
+        self.settings = dict(settings)
+        """As given: what a saved tagger records (and checks again when it is loaded)."""
         if isinstance(model, BiLM):
             bilm, self.model_reference = model, "a BiLM given in Python"
         else:
@@ -113,11 +117,16 @@ class ELMoEmbeddings(TokenEmbeddings):
             raise ConfigError(f"ELMoEmbeddings: {self.model_reference} is not a character-input biLM (a model read "
                               "with an embedding_file has no characters to embed Flair's tokens with)")
         super().__init__()
+        try:
+            self.selection.check_model(bilm.num_layers)
+        except SettingError as e:
+            raise ConfigError(f"ELMoEmbeddings: {e}") from None
         label = "elmo" if isinstance(model, BiLM) else ref.label
-        self.name = name or f"elmo-{label}" + ("" if output == "all" else f"-{output}")
+        layer = self.selection.layer
+        self.name = name or f"elmo-{label}" + ("" if layer == "all" else f"-{layer}")
         self.static_embeddings = True
         self.bilm = bilm.requires_grad_(False).eval()
-        self._length = bilm.output_dim * (bilm.num_layers if self.options.output == "all" else 1)
+        self._length = self.selection.width(bilm.num_layers, bilm.output_dim)
         self._embedder: Embedder | None = None
         self._weights_loaded = True
         """False after :meth:`from_params` until a state dict (the tagger's) brings the weights."""
@@ -138,12 +147,11 @@ class ELMoEmbeddings(TokenEmbeddings):
             return sentences
         embedder = self._current_embedder()
         tokens = [[token.text for token in sentence.tokens] for sentence in sentences]
-        output = self.options.output  # top, average: elmo embed's own selection (elmo.embedding.selection)
         flat = np.empty((sum(map(len, tokens)), self._length), dtype=np.float32)  # (all tokens, D)
         start = 0
-        for selected in embedder.embed_sentences(tokens, layer=output):  # in input order, a chunk at a time
-            n = selected.shape[-2]
-            flat[start : start + n] = _token_vectors(selected, output)
+        for layers in embedder.embed_sentences(tokens):  # (L + 1, n, 2P) each, in input order, a chunk at a time
+            n = layers.shape[1]
+            flat[start : start + n] = self.selection.flat(layers)  # (n, D)
             start += n
         rows = torch.from_numpy(flat).to(flair.device).unbind(0)  # one copy to the device; views, one per token
         i = 0
@@ -163,10 +171,8 @@ class ELMoEmbeddings(TokenEmbeddings):
         weights = next(self.bilm.parameters()).device
         embedder = self._embedder
         if embedder is None or not (_same_device(embedder.device, device) and _same_device(weights, device)):
-            self._embedder = embedder = Embedder(
-                self.bilm, device=device, precision=self.options.precision, batch_size=self.options.batch_size,
-                model_name=self.model_reference,
-            )
+            self._embedder = embedder = Embedder(self.bilm, self.embed_options, device=device,
+                                                 model_name=self.model_reference)
         return embedder
 
     @staticmethod
@@ -183,9 +189,7 @@ class ELMoEmbeddings(TokenEmbeddings):
             "model": self.model_reference,
             "options": config.to_options(),
             "lexicon": None if lexicon is None else lexicon.to_json(),
-            "output": self.options.output,
-            "precision": self.options.precision.value,
-            "batch_size": self.options.batch_size,
+            "settings": self.settings,
             "name": self.name,
         }
 
@@ -199,7 +203,7 @@ class ELMoEmbeddings(TokenEmbeddings):
         if (lexicon := params.pop("lexicon", None)) is not None:
             bilm.token_encoder.lexicon = ManyLangsLexicon.from_json(lexicon, source)
         reference = params.pop("model")
-        embeddings = cls(model=bilm, **params)
+        embeddings = cls(model=bilm, name=params.pop("name", None), **params.pop("settings", {}), **params)
         embeddings.model_reference = reference
         embeddings._weights_loaded = False
         return embeddings
@@ -210,7 +214,7 @@ class ELMoEmbeddings(TokenEmbeddings):
         return state
 
     def extra_repr(self) -> str:
-        return f"model={self.model_reference!r}, output={self.options.output!r}, name={self.name!r}"
+        return f"model={self.model_reference!r}, layer={self.selection.layer!r}, name={self.name!r}"
 
     def __str__(self) -> str:
         return self.name
@@ -225,12 +229,16 @@ def _model_ref(model: ModelRef | str | os.PathLike) -> ModelRef:
         raise type(e)(f"ELMoEmbeddings: {e}") from None
 
 
-def _token_vectors(selected: np.ndarray, output: str) -> np.ndarray:
-    """The selected layers -> (n, D): ``all`` ((L + 1, n, 2P)) concatenates each token's layers in layer order, as
-    Flair's old class did; ``top`` and ``average`` are (n, 2P) already."""
-    if output == "all":
-        return selected.transpose(1, 0, 2).reshape(selected.shape[1], -1)
-    return selected
+def _token_settings(settings: Mapping[str, Any]) -> tuple[VectorSelection, EmbedOptions]:
+    """Keyword arguments -> the token's selection and the embedder's options, by their shared declarations."""
+    try:
+        selection, options = split_settings(settings, (VectorSelection, EmbedOptions), "ELMoEmbeddings")
+        if untaken := sorted(set(selection) - set(TOKEN_FIELDS)):
+            raise ConfigError(f"ELMoEmbeddings: {untaken[0]} is not a setting of a token embedding (one float32 "
+                              f"vector per token; the settings of its vector: {', '.join(TOKEN_FIELDS)})")
+        return VectorSelection(**selection), EmbedOptions(**options)
+    except SettingError as e:
+        raise ConfigError(f"ELMoEmbeddings: {e}") from None
 
 
 def _same_device(a: torch.device, b: torch.device) -> bool:

@@ -8,6 +8,9 @@ GEMM reads; elsewhere bf16 GEMMs are emulated and run many times slower than flo
 So ``auto`` picks bf16 only where :func:`bf16_verdict` says the device has the units, and :func:`resolve_precision`
 logs which it chose and why. Embedding defaults to fp32 (the same vectors on every machine), training and the task
 models' activation cache to ``auto``.
+
+torch is imported where a function needs it, not here: the settings import this module, and they import without
+torch (the spaCy entry point builds its config from them).
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ import enum
 import logging
 from collections.abc import Collection
 from pathlib import Path
-from typing import TypeVar
-
-import torch
+from typing import TYPE_CHECKING, TypeVar
 
 from elmo.errors import ConfigError
 
-Model = TypeVar("Model", bound=torch.nn.Module)
+if TYPE_CHECKING:
+    import torch
+
+Model = TypeVar("Model", bound="torch.nn.Module")
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,8 @@ class Precision(str, enum.Enum):
 
     @property
     def dtype(self) -> torch.dtype:
+        import torch
+
         if self is Precision.AUTO:
             raise ValueError("precision auto has no dtype until resolve_precision() picks one for a device")
         return torch.bfloat16 if self is Precision.BF16 else torch.float32
@@ -87,6 +93,8 @@ def bf16_verdict(
 
 def cpu_features() -> frozenset[str]:
     """This CPU's feature flags: ``torch.cpu.get_capabilities()`` where torch has it, else Linux's /proc/cpuinfo."""
+    import torch
+
     capabilities = getattr(torch.cpu, "get_capabilities", None)
     if capabilities is not None:
         return frozenset(name for name, present in capabilities().items() if present is True)
@@ -100,6 +108,8 @@ def cpu_features() -> frozenset[str]:
 
 def bf16_support(device: torch.device | str) -> tuple[bool, str]:
     """:func:`bf16_verdict` for ``device`` on this machine."""
+    import torch
+
     device = torch.device(device)
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
     return bf16_verdict(device.type, cpu_features() if device.type == "cpu" else (), capability)

@@ -10,23 +10,20 @@ Ray is imported when a predictor is made (in the actor, where it reads the actor
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from elmo.embedding.contract import embed_in_order
-from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.embedder import Embedder
-from elmo.embedding.selection import VectorSelection
+from elmo.embedding.table_rows import table_settings, text_of, tokens_of
 from elmo.errors import ConfigError, InputFileError
 from elmo.formats.model_ref import ModelRef
-from elmo.runtime.extras import require
-from elmo.settings import SettingError, check_settings, setting, split_settings
+from elmo.runtime.extras import require, threads_from_ray_allotment
+from elmo.settings import SettingError, check_settings, setting
 
 OUTPUT_COLUMN = "embedding"
 
@@ -68,14 +65,8 @@ class ElmoPredictor:
             raise ConfigError(f"ElmoPredictor: {e}") from None
 
     def _load(self, model: ModelRef | str, device: str | None, settings: dict[str, Any]) -> None:
-        selection, options, columns = split_settings(settings, (VectorSelection, EmbedOptions, InputColumns),
-                                                     "ElmoPredictor")
-        self.selection = VectorSelection(**selection)
+        self.selection, options, columns = table_settings(settings, "ElmoPredictor", InputColumns)
         self.columns = InputColumns(**columns)
-        options = EmbedOptions(**options)
-        if options.stateful:
-            raise ConfigError("ElmoPredictor: initial_state carry needs the sentences in file order, which a "
-                              "distributed dataset does not keep; use zero or warm")
         threads_from_ray_allotment(require("ray", "ray", "elmo.ray.ElmoPredictor"))
         ref = ModelRef.parse(model)
         self.embedder = Embedder(ref.load(), options, device=device, model_name=ref.record)
@@ -105,41 +96,14 @@ class ElmoPredictor:
     def _sentences(self, batch: Any, names: list[str]) -> list[list[str]]:
         if self.columns.tokens_column in names:
             column = self.columns.tokens_column
-            return [_tokens_of(row, column, i) for i, row in enumerate(batch[column])]
+            return [tokens_of(row, _row(column, i)) for i, row in enumerate(batch[column])]
         if self.columns.text_column in names:
             column = self.columns.text_column
-            return [_text_of(row, column, i).split() for i, row in enumerate(batch[column])]
+            return [text_of(row, _row(column, i)).split() for i, row in enumerate(batch[column])]
         wanted = " or ".join(repr(c) for c in (self.columns.tokens_column, self.columns.text_column) if c)
         raise InputFileError(f"ElmoPredictor: the batch has no column {wanted} (its columns: "
                              f"{', '.join(map(str, names))}); pass text_column= or tokens_column=")
 
 
-def _tokens_of(row: Any, column: str, index: int) -> list[str]:
-    if isinstance(row, str) or not isinstance(row, Sequence | np.ndarray) or not all(isinstance(t, str) for t in row):
-        raise InputFileError(f"ElmoPredictor: column {column!r}, row {index} of a batch: expected a list of strings, "
-                             f"got {_clip(row)}")
-    return list(row)
-
-
-def _text_of(row: Any, column: str, index: int) -> str:
-    if not isinstance(row, str):
-        raise InputFileError(f"ElmoPredictor: column {column!r}, row {index} of a batch: expected a string, got "
-                             f"{_clip(row)}; drop or fill missing rows first")
-    return row
-
-
-def _clip(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def threads_from_ray_allotment(ray: Any) -> None:
-    """In a Ray worker, one torch thread per CPU it holds (at least one): Ray starts one process per actor, and
-    several actors on a node must not each take all its cores. The driver (no CPU allotment) keeps its policy."""
-    context = ray.get_runtime_context() if ray.is_initialized() else None
-    if context is None or context.worker.mode != ray.WORKER_MODE:  # the driver, or no Ray at all
-        return
-    cpus = context.get_assigned_resources().get("CPU")
-    if cpus is None:
-        return
-    torch.set_num_threads(max(1, math.floor(cpus)))
+def _row(column: str, index: int) -> str:
+    return f"ElmoPredictor: column {column!r}, row {index} of a batch"

@@ -2,14 +2,15 @@
 
 spaCy finds the factory through the ``spacy_factories`` entry point (pyproject.toml) and imports this module
 whenever it builds any ``Language``, even one without ELMo, so this module imports only spaCy, numpy and the
-package's torch-free base: torch and the weights load when the component first embeds a document (or in
+package's torch-free settings: torch and the weights load when the component first embeds a document (or in
 ``from_disk``, when ``spacy.load`` restores a saved pipeline).
 
 What each document gets (docs/integrations.md, "spaCy"):
 
 - ``doc.tensor``: (n_tokens, dim) float32, one row per spaCy token, from :class:`~elmo.embedding.embedder.Embedder`
-  at fp32, so the rows equal ``elmo embed --average`` (``--top``, ``--all``) of the same tokens. ``output="all"``
-  joins the L + 1 layers in layer order: dim = (L + 1) * 2P.
+  at fp32 and :meth:`VectorSelection.flat <elmo.embedding.selection.VectorSelection.flat>`, so the rows equal
+  ``elmo embed --layer LAYER`` of the same tokens (``layer`` average by default, 2P; ``all`` joins the L + 1 layers
+  in layer order: dim = (L + 1) * 2P).
 - user hooks for ``.vector``, ``.has_vector``, ``.vector_norm`` and ``.similarity`` of the doc, its spans and
   tokens: ``doc.tensor`` alone is ignored when the vocab has static vectors, is replaced by a later tok2vec, and
   ``Doc.similarity`` warns (W007) on every call without a hook. The hooks read the vectors from
@@ -24,6 +25,7 @@ What each document gets (docs/integrations.md, "spaCy"):
 from __future__ import annotations
 
 import dataclasses
+import enum
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from elmo.embedding.embed_options import EmbedOptions
+from elmo.embedding.selection import LAYER, TOKEN_FIELDS, VectorSelection
 from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.runtime.extras import require
 from elmo.settings import check_settings, setting
@@ -46,7 +50,6 @@ if TYPE_CHECKING:
     from elmo.embedding.embedder import Embedder
     from elmo.modules.bilm import BiLM
 
-OUTPUTS = ("average", "top", "all")
 VECTORS = ("elmo", "vectors")
 """The ``doc.user_data`` key of the vectors the hooks read."""
 WEIGHTS_DIR = "bilm"
@@ -58,41 +61,52 @@ DOCS_PER_GROUP = 1000
 
 @dataclass(frozen=True)
 class ElmoComponentSettings:
-    """What the component's config says beyond how the biLM runs (``batch_size`` and ``precision`` are
-    :class:`~elmo.embedding.embed_options.EmbedOptions`' own settings, passed through)."""
+    """What the component's config says beyond the vectors it keeps (:class:`VectorSelection`'s
+    :data:`~elmo.embedding.selection.TOKEN_FIELDS`) and how the biLM runs (:data:`OPTION_FIELDS` of
+    :class:`EmbedOptions`): those come from their own declarations."""
 
     model: str = setting(
         "demo", "the biLM, any spelling `elmo embed --model` takes: a model directory or archive, a shipped model "
         "(demo, corpus) or a published model's name (`elmo models`); a saved pipeline keeps the weights itself")
-    output: str = setting(
-        "average", "what doc.tensor holds per token: average = the mean of the L + 1 layers (2P); top = the top LSTM "
-        "layer (2P); all = every layer joined in layer order ((L + 1) * 2P)", choices=OUTPUTS)
+    layer: str = LAYER.field("average")
+    """What ``doc.tensor`` holds per token; by default the mean of the L + 1 layers (2P), what ``.vector`` and
+    ``.similarity`` compare, where ``elmo embed`` keeps every layer."""
 
     def __post_init__(self) -> None:
         check_settings(self)
 
 
-DEFAULT_CONFIG = {f.name: f.default for f in dataclasses.fields(ElmoComponentSettings)} | {
-    "batch_size": None, "precision": "fp32"}
-"""The factory's config; ``batch_size`` (None: the embedder's default) and ``precision`` are EmbedOptions' defaults
-(a test holds them equal), written here because importing EmbedOptions would import torch."""
+OPTION_FIELDS = ("batch_size", "precision")
+"""The :class:`EmbedOptions` settings the component's config takes."""
+
+
+def _default(cls: type, name: str) -> Any:
+    """A field's declared default, as a config file spells it (an enum by its value)."""
+    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    return default.value if isinstance(default, enum.Enum) else default
+
+
+DEFAULT_CONFIG = {"model": _default(ElmoComponentSettings, "model"), "layer": _default(ElmoComponentSettings, "layer")}
+DEFAULT_CONFIG |= {f: _default(VectorSelection, f) for f in TOKEN_FIELDS if f != "layer"}
+DEFAULT_CONFIG |= {f: _default(EmbedOptions, f) for f in OPTION_FIELDS}
+"""The factory's config, from the settings' declarations."""
 
 
 @Language.factory("elmo", default_config=DEFAULT_CONFIG)
 def make_elmo_component(
-    nlp: Language, name: str, model: str, output: str, batch_size: int | None, precision: str,
+    nlp: Language, name: str, model: str, layer: str | int, mix_weights: list[float] | None, mix_gamma: float,
+    batch_size: int | None, precision: str,
 ) -> ElmoComponent:
     """The ``elmo`` factory. Settings are checked here; the weights load at the first document, or in
     ``from_disk`` (``spacy.load`` calls this factory with the saved config first, when the model the config names
     may be gone)."""
-    from elmo.embedding.embed_options import EmbedOptions
-
     try:
-        settings = ElmoComponentSettings(model=model, output=output)
+        settings = ElmoComponentSettings(model=model, layer=layer)
+        selection = VectorSelection(layer=settings.layer, mix_weights=mix_weights, mix_gamma=mix_gamma)
         options = EmbedOptions(batch_size=batch_size, precision=precision)
     except ConfigError as e:
         raise ConfigError(f"spaCy component '{name}': {e}") from None
-    return ElmoComponent(name, settings, options)
+    return ElmoComponent(name, settings, selection, options)
 
 
 class ElmoComponent:
@@ -102,10 +116,12 @@ class ElmoComponent:
     so ``nlp.pipe(texts, batch_size=...)`` is the fast way; a doc's vectors do not depend on its group.
     """
 
-    def __init__(self, name: str, settings: ElmoComponentSettings, options: Any) -> None:
+    def __init__(self, name: str, settings: ElmoComponentSettings, selection: VectorSelection,
+                 options: EmbedOptions) -> None:
         self.name = name
         self.settings = settings
-        self.options = options  # EmbedOptions
+        self.selection = selection
+        self.options = options
         self._bilm: BiLM | None = None
         self._embedder: Embedder | None = None
         self._model_record = settings.model  # what the vectors' provenance names: ModelRef.record once loaded
@@ -125,6 +141,10 @@ class ElmoComponent:
             from elmo.embedding.embedder import Embedder
 
             bilm = self.bilm
+            try:
+                self.selection.check_model(bilm.num_layers)
+            except ConfigError as e:
+                raise ConfigError(f"spaCy component '{self.name}': {e}") from None
             self._embedder = Embedder(bilm, self.options, model_name=self._model_record)
         return self._embedder
 
@@ -160,9 +180,9 @@ class ElmoComponent:
         embedder = self.embedder
         words = [[t.text for t in doc if not t.is_space] for doc in docs]
         layers = embedder.embed_sentences(words)  # each (L + 1, n_words, 2P)
-        dim = embedder.output_dim * (embedder.num_layers if self.settings.output == "all" else 1)
+        dim = self.selection.width(embedder.num_layers, embedder.output_dim)
         for doc, doc_words, doc_layers in zip(docs, words, layers, strict=True):
-            vectors = self._selected(doc_layers)  # (n_words, dim)
+            vectors = self.selection.flat(doc_layers)  # (n_words, dim)
             if len(doc_words) != len(doc):  # whitespace tokens: zero rows
                 tensor = np.zeros((len(doc), dim), dtype=np.float32)
                 tensor[[t.i for t in doc if not t.is_space]] = vectors
@@ -172,15 +192,6 @@ class ElmoComponent:
             doc.user_hooks.update(DOC_HOOKS)
             doc.user_span_hooks.update(SPAN_HOOKS)
             doc.user_token_hooks.update(TOKEN_HOOKS)
-
-    def _selected(self, layers: np.ndarray) -> np.ndarray:
-        """(L + 1, n, 2P) -> (n, dim) float32, as ``elmo embed --average``/``--top``/``--all`` keep them."""
-        if self.settings.output == "top":
-            return np.ascontiguousarray(layers[-1])
-        if self.settings.output == "average":
-            return layers.mean(axis=0)
-        num_layers, n, dim = layers.shape
-        return np.ascontiguousarray(layers.transpose(1, 0, 2)).reshape(n, num_layers * dim)
 
     # ------------------------------------------------------------------ saving with the pipeline
 

@@ -19,12 +19,9 @@ from typing import Any
 import numpy as np
 
 from elmo.embedding.contract import embed_in_order
-from elmo.embedding.embed_options import EmbedOptions
-from elmo.embedding.selection import VectorSelection
-from elmo.errors import ConfigError, InputFileError
+from elmo.embedding.table_rows import table_settings, text_of
 from elmo.formats.model_ref import ModelRef
 from elmo.runtime.extras import require
-from elmo.settings import split_settings
 
 OUTPUT_FIELD = "vectors"
 """The struct field that carries nested outputs through ``predict_batch_udf`` (see :func:`elmo_udf`)."""
@@ -42,12 +39,7 @@ def elmo_udf(model: ModelRef | str = "demo", *, device: str | None = None, **set
     the layers. Spark has no 16-bit float: ``dtype="float16"`` gives float16-rounded values as floats.
     Each Python worker takes as many torch threads as ``spark.task.cpus`` (default 1).
     """
-    selection_fields, option_fields = split_settings(settings, (VectorSelection, EmbedOptions), "elmo_udf")
-    selection = VectorSelection(**selection_fields)
-    options = EmbedOptions(**option_fields)
-    if options.stateful:
-        raise ConfigError("elmo_udf: initial_state carry needs the sentences in file order, which Spark's "
-                          "partitions do not keep; use zero or warm")
+    selection, options = table_settings(settings, "elmo_udf")
     ref = ModelRef.parse(model)  # a spelling that names nothing is refused now, on the driver
     if ref.is_local:  # a published model not yet downloaded is fetched by the workers, not here
         selection.check_model(ref.read_config().num_layers)
@@ -66,7 +58,7 @@ def elmo_udf(model: ModelRef | str = "demo", *, device: str | None = None, **set
         embedder = Embedder(ref.load(), options, device=device, model_name=ref.record)
 
         def predict(texts: np.ndarray) -> Any:  # (rows,) object array of str
-            sentences = [_text_of(text, i).split() for i, text in enumerate(texts)]
+            sentences = [text_of(text, f"elmo_udf: row {i} of a batch").split() for i, text in enumerate(texts)]
             vectors = [v.astype(np.float32, copy=False) for v in
                        embed_in_order(embedder, sentences, caller="elmo_udf", selection=selection)]
             if depth == 1:
@@ -86,13 +78,6 @@ def elmo_udf(model: ModelRef | str = "demo", *, device: str | None = None, **set
         return nested(*columns).getField(OUTPUT_FIELD)
 
     return column
-
-
-def _text_of(text: Any, index: int) -> str:
-    if not isinstance(text, str):
-        raise InputFileError(f"elmo_udf: row {index} of a batch is {text!r}, not a string; drop or fill missing "
-                             "text first (df.na.drop(subset=[...]))")
-    return text
 
 
 def _nested(array: np.ndarray) -> np.ndarray:
@@ -121,7 +106,7 @@ def _local_workers_run_this_python() -> None:
 def _threads_from_task_cpus() -> None:
     """One torch thread per CPU of a Spark task: ``local[N]`` and executors run several Python workers side by side,
     which must not each take all the cores."""
-    import torch
+    from elmo.runtime.threads import set_process_threads
 
     context = require("pyspark", "spark", "elmo.spark.elmo_udf").TaskContext.get()
-    torch.set_num_threads(max(1, context.cpus() if context is not None else 1))
+    set_process_threads(context.cpus() if context is not None else 1)

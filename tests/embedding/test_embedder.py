@@ -234,21 +234,20 @@ def test_default_precision_is_fp32_and_the_output_says_what_made_it(tmp_path, mo
     assert Embedder(random_bilm()).precision == "fp32"
 
 
-def test_thread_policy_restores_the_thread_count():
-    from elmo.runtime.threads import gemm_threads, small_ops_on_one_thread
+def test_a_batch_runs_inside_the_thread_policy_and_restores_the_thread_count(monkeypatch):
+    """The embedder enters the CPU thread policy for each batch (the model code only runs inside it)."""
+    from elmo.runtime import threads
 
+    embedder = Embedder(random_bilm())
+    seen = []
+    real = embedder._token_table
+    monkeypatch.setattr(embedder, "_token_table", lambda s: seen.append((threads.policy_threads(),
+                                                                         torch.get_num_threads())) or real(s))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        with small_ops_on_one_thread("cpu"):
-            assert torch.get_num_threads() == 1
-            with gemm_threads(10**12):
-                assert torch.get_num_threads() == 2
-            with gemm_threads(10):
-                assert torch.get_num_threads() == 1
-        assert torch.get_num_threads() == 2
-        with gemm_threads(10**12):  # outside a one-thread block: no-op
-            assert torch.get_num_threads() == 2
+        embedder.embed_batch([["a", "b"]])
+        assert seen == [(2, 1)] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 

@@ -95,3 +95,19 @@ def test_selection_checks_in_python():
     with pytest.raises(ConfigError, match="pool must be one of none, mean, max, first-last"):
         VectorSelection(pool="sum")
     assert VectorSelection(layer=2).layer == "2"
+
+
+def test_one_flat_vector_per_token_joins_the_layers_of_all_in_layer_order():
+    """What Flair and spaCy take: one vector per token. `all` becomes token i's layer 0, then its layer 1, ...; every
+    other layer is already one vector per token."""
+    layers = np.arange(3 * 4 * 2, dtype=np.float32).reshape(3, 4, 2)  # (L + 1, n, 2P)
+    everything = VectorSelection().flat(layers)
+    assert everything.shape == (4, 6) and everything.flags.c_contiguous
+    assert everything[1].tolist() == [2, 3, 10, 11, 18, 19]  # token 1 in layers 0, 1, 2
+    np.testing.assert_array_equal(everything, np.concatenate(list(layers), axis=-1))
+    assert VectorSelection().width(3, 2) == 6 and VectorSelection(layer="top").width(3, 2) == 2
+    for layer in ("top", "average", "1"):
+        np.testing.assert_array_equal(VectorSelection(layer=layer).flat(layers), VectorSelection(layer=layer)
+                                      .apply(layers))
+    assert VectorSelection().flat(layers[:, :0]).shape == (0, 6)  # a sentence without tokens
+    np.testing.assert_array_equal(VectorSelection(pool="max").flat(layers), layers[:, -1].reshape(-1))

@@ -32,7 +32,7 @@ import torch
 
 from elmo.formats.hdf5 import bilm_to_datasets
 from elmo.formats.model_files import save_bilm
-from elmo.formats.tf_hub import hub_variable_name
+from elmo.formats.tensorflow.tf_hub import hub_variable_name
 from tests.conftest import random_bilm, tiny_config
 from tests.faults.conftest import env
 from tests.formats.bilm_tf_files import bilm_tf_options, write_bundle_dir

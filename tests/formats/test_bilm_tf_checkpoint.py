@@ -16,9 +16,9 @@ from elmo import StatefulBiLM, batch_to_ids
 from elmo.cli import main
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
 from elmo.errors import ConfigError, WeightFileError
-from elmo.formats.bilm_tf_checkpoint import checkpoint_prefix, read_bilm_tf_training_state
 from elmo.formats.hdf5 import save_hdf5_weights
 from elmo.formats.model_files import load_bilm, read_model_config
+from elmo.formats.tensorflow.bilm_tf_checkpoint import checkpoint_prefix, read_bilm_tf_training_state
 from elmo.modules.bilm import build_bilm
 from tests.conftest import random_bilm, tiny_config
 from tests.formats.bilm_tf_files import (

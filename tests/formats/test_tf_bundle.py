@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from elmo.errors import WeightFileError
-from elmo.formats.crc32c import _update_bytes, crc32c, mask, unmask
-from elmo.formats.tf_bundle import TensorBundle
+from elmo.formats.tensorflow.crc32c import _update_bytes, crc32c, mask, unmask
+from elmo.formats.tensorflow.tf_bundle import TensorBundle
 from tests.formats.bilm_tf_files import save_v2, tensorflow
 
 

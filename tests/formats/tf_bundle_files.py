@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from elmo.formats.crc32c import crc32c, mask
+from elmo.formats.tensorflow.crc32c import crc32c, mask
 
 _MAGIC = 0xDB4775248B80FB57
 _DTYPES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int32): 3, np.dtype(np.int64): 9,
@@ -155,7 +155,7 @@ def write_hub_module(directory: Path, bilm, declare: dict | None = None) -> Path
     layout of its HDF5 dataset, ``char_embed`` with its padding row. ``declare``: entries that say what their bytes
     are not (``Bundle``)."""
     from elmo.formats.hdf5 import bilm_to_datasets
-    from elmo.formats.tf_hub import hub_variable_name
+    from elmo.formats.tensorflow.tf_hub import hub_variable_name
 
     datasets = bilm_to_datasets(bilm)
     tensors = {hub_variable_name(name): value for name, value in datasets.items()}

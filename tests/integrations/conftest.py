@@ -28,7 +28,7 @@ def ray_local():
     """One Ray instance for a module: 2 CPUs, on loopback (as `elmo embed --engine ray` starts its own)."""
     import ray
 
-    from elmo.ray_engine import loopback_only
+    from elmo.runtime.extras import loopback_only
 
     with loopback_only(ray):
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="error")

@@ -48,33 +48,43 @@ def token_vectors(sentence: Sentence, names: list[str]) -> np.ndarray:
     return torch.stack([token.get_embedding(names) for token in sentence]).detach().cpu().numpy()
 
 
+LAYERS = {  # the settings of ELMoEmbeddings -> the same choice as `elmo embed` flags
+    "all": ({"layer": "all"}, ["--all"]),
+    "top": ({"layer": "top"}, ["--top"]),
+    "average": ({"layer": "average"}, ["--average"]),
+    "1": ({"layer": 1}, ["--layer", "1"]),
+    "mix": ({"layer": "mix", "mix_weights": [1, 0, -1], "mix_gamma": 0.5},
+            ["--layer", "mix", "--mix-weights", "1,0,-1", "--mix-gamma", "0.5"]),
+}
+
 CLI = """
-import sys
+import json, sys
 from elmo.cli import main  # what the `elmo` console script runs
-text, folder = sys.argv[1:]
-sys.exit(max(main(["embed", text, f"{folder}/{o}.hdf5", f"--{o}", "--precision", "fp32", "--model", "demo"])
-             for o in ("all", "top", "average")))
+text, folder, flags = sys.argv[1:]
+sys.exit(max(main(["embed", text, f"{folder}/{name}.hdf5", *given, "--precision", "fp32", "--model", "demo"])
+             for name, given in json.loads(flags).items()))
 """
 
 
-def test_token_vectors_equal_elmo_embed_for_every_output(tmp_path):
+def test_token_vectors_equal_elmo_embed_for_every_layer(tmp_path):
     text = tmp_path / "in.txt"
     text.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    cli = subprocess.Popen([sys.executable, "-c", CLI, str(text), str(tmp_path)], env=SUBPROCESS_ENV,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # one process: the three commands
+    flags = json.dumps({name: given for name, (_, given) in LAYERS.items()})
+    cli = subprocess.Popen([sys.executable, "-c", CLI, str(text), str(tmp_path), flags], env=SUBPROCESS_ENV,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # one process: every command
     embedded = {}
-    for output in ("all", "top", "average"):
-        embeddings = ELMoEmbeddings("demo", output=output, batch_size=2)  # several batches in one call
+    for name, (settings, _) in LAYERS.items():
+        embeddings = ELMoEmbeddings("demo", batch_size=2, **settings)  # several batches in one call
         sentences = [Sentence(line.split()) for line in LINES]  # Flair's tokens = the CLI's whitespace tokens
         embeddings.embed(sentences)
-        embedded[output] = embeddings, sentences
+        embedded[name] = embeddings, sentences
     stdout, _ = cli.communicate(timeout=300)
     assert cli.returncode == 0, stdout.decode()
-    for output, (embeddings, sentences) in embedded.items():
-        with h5py.File(tmp_path / f"{output}.hdf5", "r") as f:
+    for name, (embeddings, sentences) in embedded.items():
+        with h5py.File(tmp_path / f"{name}.hdf5", "r") as f:
             for i, sentence in enumerate(sentences):
-                expected = f[str(i)][()]  # all: (L + 1, n, 2P); top, average: (n, 2P)
-                if output == "all":  # Flair's layout: each token's layers concatenated in layer order
+                expected = f[str(i)][()]  # all: (L + 1, n, 2P); the others: (n, 2P)
+                if name == "all":  # one vector per token: each token's layers joined in layer order
                     assert embeddings.embedding_length == expected.shape[0] * expected.shape[2] == 3 * 256
                     expected = expected.transpose(1, 0, 2).reshape(expected.shape[1], -1)
                 got = token_vectors(sentence, [embeddings.name])
@@ -137,7 +147,7 @@ def test_a_trained_tagger_loads_in_a_new_process_after_its_bilm_moved(tmp_path):
     corpus = write_corpus(tmp_path / "data")
     tags = corpus.make_label_dictionary("ner", add_unk=False)
     stack = StackedEmbeddings([  # renames its members ("0-elmo-bilm-top"); the name must survive the round trip
-        ELMoEmbeddings(str(bilm), output="top"), OneHotEmbeddings.from_corpus(corpus, min_freq=1, embedding_length=8)])
+        ELMoEmbeddings(str(bilm), layer="top"), OneHotEmbeddings.from_corpus(corpus, min_freq=1, embedding_length=8)])
     lines = [" ".join(token.text for token in s) for s in corpus.test] + LINES
     paths, expected = [], []
     for k, embeddings in enumerate([ELMoEmbeddings(str(bilm)), stack]):
@@ -162,14 +172,14 @@ def test_a_trained_tagger_loads_in_a_new_process_after_its_bilm_moved(tmp_path):
 
 
 def test_in_a_stack_the_elmo_part_is_the_elmo_vector_and_the_name_survives_saving():
-    elmo = ELMoEmbeddings("demo", output="average")
+    elmo = ELMoEmbeddings("demo", layer="average")
     alone = [Sentence(line.split()) for line in LINES]
     elmo.embed(alone)
     dictionary = Dictionary()
     for word in sorted({w for line in LINES for w in line.split()}):
         dictionary.add_item(word)
-    stack = StackedEmbeddings([ELMoEmbeddings("demo", output="average"), OneHotEmbeddings(dictionary,
-                                                                                            embedding_length=4)])
+    stack = StackedEmbeddings([ELMoEmbeddings("demo", layer="average"), OneHotEmbeddings(dictionary,
+                                                                                           embedding_length=4)])
     assert stack.embedding_length == 256 + 4
     assert stack.get_names()[0] == "0-elmo-demo-average"
     reloaded = load_embeddings(stack.save_embeddings(use_state_dict=True))  # what a saved model does
@@ -180,6 +190,18 @@ def test_in_a_stack_the_elmo_part_is_the_elmo_vector_and_the_name_survives_savin
         for s, a in zip(sentences, alone):
             vectors = token_vectors(s, embeddings.get_names())  # (n, 256 + 4): the members in stack order
             np.testing.assert_array_equal(vectors[:, :256], token_vectors(a, [elmo.name]))
+
+
+def test_its_settings_are_saved_and_come_back():
+    elmo = ELMoEmbeddings("demo", layer="mix", mix_weights=[1, 0, -1], mix_gamma=0.5, batch_size=2)
+    reloaded = load_embeddings(elmo.save_embeddings(use_state_dict=True))
+    assert (reloaded.name, reloaded.selection, reloaded.embed_options) == (elmo.name, elmo.selection,
+                                                                           elmo.embed_options)
+    assert elmo.name == "elmo-demo-mix" and elmo.embedding_length == 256
+    first, again = [Sentence(LINES[1].split())], [Sentence(LINES[1].split())]
+    elmo.embed(first)
+    reloaded.embed(again)
+    np.testing.assert_array_equal(token_vectors(first[0], [elmo.name]), token_vectors(again[0], [reloaded.name]))
 
 
 def test_rebuilt_from_parameters_without_weights_it_refuses_to_embed():
@@ -194,9 +216,13 @@ def test_rebuilt_from_parameters_without_weights_it_refuses_to_embed():
 @pytest.mark.parametrize(("kwargs", "words"), [
     ({"model": "no-such-model"}, ["ELMoEmbeddings: no-such-model: no such model", "demo", "elmo models"]),
     ({"model": "/moved/away/bilm"}, ["ELMoEmbeddings: /moved/away/bilm: no such model directory or archive"]),
-    ({"output": "mean"}, ["output", "all, top, average", "'mean'"]),
-    ({"precision": "fp8"}, ["precision", "fp8"]),
-    ({"batch_size": 0}, ["batch_size", "0"]),
+    ({"layer": "mean"}, ["ELMoEmbeddings: layer", "all, top, average, mix", "'mean'"]),
+    ({"layer": 3}, ["ELMoEmbeddings: layer 3 is not a layer of the model", "0 to 2"]),
+    ({"layer": "mix"}, ["ELMoEmbeddings: mix_weights must be given with layer mix"]),
+    ({"pool": "mean"}, ["ELMoEmbeddings: pool is not a setting of a token embedding", "layer, mix_weights"]),
+    ({"output": "all"}, ["ELMoEmbeddings: unknown setting 'output'"]),
+    ({"precision": "fp8"}, ["ELMoEmbeddings: precision", "fp8"]),
+    ({"batch_size": 0}, ["ELMoEmbeddings: batch_size", "0"]),
 ])
 def test_bad_arguments_are_one_line_naming_the_value(kwargs, words):
     with pytest.raises(ConfigError) as error:

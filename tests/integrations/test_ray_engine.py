@@ -18,12 +18,12 @@ import pytest
 
 from elmo.cli import main
 from elmo.embedding.embed_options import EmbedOptions, EngineOptions, OutputOptions
+from elmo.embedding.engines.ray import RayEngine, WorkerModel
 from elmo.embedding.file_job import EmbedFileJob
 from elmo.embedding.parquet_output import MANIFEST
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import UsageError
 from elmo.formats.model_ref import ModelRef
-from elmo.ray_engine import RayWorkers, WorkerModel
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def test_hdf5_output_on_ray_equals_the_local_one(ray_local, text, tmp_path) -> N
 def test_a_killed_worker_is_replaced_and_its_chunk_redone(ray_local, text, tmp_path) -> None:
     options = EmbedOptions(precision="fp32", chunk_size=4)
     killed: list[int] = []
-    with RayWorkers(WorkerModel(options, ModelRef.parse("demo")), EngineOptions(engine="ray")) as workers:
+    with RayEngine(WorkerModel(options, ModelRef.parse("demo")), EngineOptions(engine="ray")) as workers:
         pids = [w["pid"] for w in workers.describe_workers()]
 
         def kill_one_after_the_first_chunk(sentences: int, tokens: int) -> None:
@@ -89,7 +89,7 @@ def test_a_killed_worker_is_replaced_and_its_chunk_redone(ray_local, text, tmp_p
                 os.kill(pids[0], signal.SIGKILL)  # mid-run: it holds its next chunk, or gets one soon
 
         job = EmbedFileJob(workers, OutputOptions(output_format="parquet"),
-                           selection=VectorSelection(pool="mean", layer="average"), engine=workers)
+                           selection=VectorSelection(pool="mean", layer="average"))
         assert job.run(text, tmp_path / "out", progress=kill_one_after_the_first_chunk) == 51
         assert killed and {w["pid"] for w in workers.describe_workers()} != set(pids)  # a new one took its place
     assert _embed(text, tmp_path / "local", "--format", "parquet", "--pool", "mean", "--chunk-size", "4") == 0
@@ -185,15 +185,16 @@ def test_rays_own_error_lines_go_to_the_log_not_the_terminal(capsys, caplog) -> 
     colour codes, and the name is Ray's own again afterwards."""
     import importlib
 
-    from elmo.ray_engine import ray_errors_to_the_log
+    from elmo.embedding.engines.ray import log as engine_log
+    from elmo.runtime.extras import ray_errors_to
 
     worker = importlib.import_module("ray._private.worker")
     printed = worker.print_to_stdstream
     line = "\x1b[33mTask ChunkWorker.embed failed. There are 2 retries remaining, so the task will be retried.\x1b[0m"
-    with caplog.at_level("DEBUG", logger="elmo.ray_engine"), ray_errors_to_the_log():
+    with caplog.at_level("DEBUG", logger="elmo.embedding.engines.ray"), ray_errors_to(engine_log):
         worker.print_to_stdstream({"lines": [line], "pid": "raylet", "is_err": False}, ignore_prefix=False)
     assert worker.print_to_stdstream is printed
     captured = capsys.readouterr()
     assert "retried" not in captured.out + captured.err
-    assert [r.getMessage() for r in caplog.records if r.name == "elmo.ray_engine"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "elmo.embedding.engines.ray"] == [
         "ray (raylet): Task ChunkWorker.embed failed. There are 2 retries remaining, so the task will be retried."]

@@ -56,7 +56,7 @@ def test_an_actor_takes_one_torch_thread_per_cpu_it_holds(ray_local) -> None:
         import ray as worker_ray
         import torch
 
-        from elmo.ray import threads_from_ray_allotment
+        from elmo.runtime.extras import threads_from_ray_allotment
 
         torch.set_num_threads(4)  # whatever the process had before
         threads_from_ray_allotment(worker_ray)

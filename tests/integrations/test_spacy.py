@@ -21,6 +21,7 @@ spacy = pytest.importorskip("spacy")
 
 from elmo.cli import main  # noqa: E402
 from elmo.embedding.embed_options import EmbedOptions  # noqa: E402
+from elmo.embedding.selection import VectorSelection  # noqa: E402
 from elmo.errors import ConfigError, WeightFileError  # noqa: E402
 from elmo.formats.published import demo_model_dir, read_registry  # noqa: E402
 from elmo.spacy import DEFAULT_CONFIG, ElmoComponentSettings  # noqa: E402
@@ -41,26 +42,28 @@ def pipeline(**config: object):
     return nlp
 
 
-def cli_vectors(tmp_path: Path, docs: list, flag: str) -> list[np.ndarray]:
-    """`elmo embed <flag> --precision fp32` of each doc's tokens that are not whitespace, as (n, dim)."""
+def cli_vectors(tmp_path: Path, docs: list, *flags: str) -> list[np.ndarray]:
+    """`elmo embed <flags> --precision fp32` of each doc's tokens that are not whitespace, as (n, dim)."""
     lines = [" ".join(t.text for t in doc if not t.is_space) for doc in docs]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    out = tmp_path / f"out{flag}.hdf5"
-    assert main(["-q", "embed", str(tmp_path / "in.txt"), str(out), flag, "--precision", "fp32",
-                 "--model", "demo"]) == 0
+    out = tmp_path / "out.hdf5"
+    assert main(["-q", "embed", str(tmp_path / "in.txt"), str(out), *flags, "--precision", "fp32",
+                 "--model", "demo", "--force"]) == 0
     with h5py.File(out) as f:
         found = [f[str(i)][()] for i in range(len(lines))]
-    if flag == "--all":  # (L + 1, n, 2P) -> (n, (L + 1) * 2P), the layers side by side in layer order
+    if flags[-1] == "all":  # (L + 1, n, 2P) -> (n, (L + 1) * 2P), the layers side by side in layer order
         found = [x.transpose(1, 0, 2).reshape(x.shape[1], -1) for x in found]
     return found
 
 
-@pytest.mark.parametrize("output", ["average", "top", "all"])
-def test_doc_tensor_equals_the_cli_for_the_same_tokens(tmp_path, output):
-    nlp = pipeline(output=output)
+@pytest.mark.parametrize("layer", ["average", "top", "all", "0", "mix"])
+def test_doc_tensor_equals_the_cli_for_the_same_tokens(tmp_path, layer):
+    mix = {"mix_weights": [1, 0, -1], "mix_gamma": 0.5} if layer == "mix" else {}
+    nlp = pipeline(layer=layer, **mix)
     docs = [nlp(text) for text in TEXTS[:4]]
-    expected = cli_vectors(tmp_path, docs, "--" + output)
-    dim = {"all": 3 * 256}.get(output, 256)  # demo: L = 2, 2P = 256
+    mix_flags = ["--mix-weights", "1,0,-1", "--mix-gamma", "0.5"] if mix else []
+    expected = cli_vectors(tmp_path, docs, *mix_flags, "--layer", layer)
+    dim = {"all": 3 * 256}.get(layer, 256)  # demo: L = 2, 2P = 256
     for doc, cli in zip(docs, expected, strict=True):
         words = [t.i for t in doc if not t.is_space]
         assert doc.tensor.shape == (len(doc), dim) and doc.tensor.dtype == np.float32
@@ -82,7 +85,7 @@ def test_whitespace_tokens_get_zero_vectors_and_change_no_other_vector():
 
 
 def test_nlp_pipe_batches_through_the_component_and_equals_one_doc_at_a_time(monkeypatch):
-    nlp = pipeline(output="all", batch_size=3)
+    nlp = pipeline(layer="all", batch_size=3)
     one_by_one = [nlp(text).tensor for text in TEXTS]
     embedder = nlp.get_pipe("elmo").embedder
     batches: list[int] = []
@@ -138,8 +141,8 @@ import spacy
 nlp = spacy.load(sys.argv[1])
 np.save(sys.argv[2], np.concatenate([nlp(t).tensor for t in json.loads(sys.argv[3])]))
 blank = spacy.blank("en")
-blank.add_pipe("elmo", config={"model": "demo", "output": "top"})  # the entry point: no `import elmo` here
-print(nlp.pipe_names, nlp.get_pipe("elmo").settings.output, blank("two words").tensor.shape)
+blank.add_pipe("elmo", config={"model": "demo", "layer": "top"})  # the entry point: no `import elmo` here
+print(nlp.pipe_names, nlp.get_pipe("elmo").selection.layer, blank("two words").tensor.shape)
 """
 
 
@@ -148,7 +151,7 @@ def test_a_saved_pipeline_loads_in_a_new_process_without_the_model_directory(tmp
     shutil.copytree(demo_model_dir(), model)
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
-    nlp.add_pipe("elmo", config={"model": str(model), "output": "all"})
+    nlp.add_pipe("elmo", config={"model": str(model), "layer": "all"})
     expected = np.concatenate([nlp(t).tensor for t in TEXTS])
     nlp.to_disk(tmp_path / "pipeline")
     assert (tmp_path / "pipeline" / "elmo" / "bilm" / "model.safetensors").is_file()
@@ -162,10 +165,10 @@ def test_a_saved_pipeline_loads_in_a_new_process_without_the_model_directory(tmp
 
 
 def test_to_bytes_carries_the_weights():
-    nlp = pipeline(output="top")
+    nlp = pipeline(layer="top")
     expected = nlp("The cat sat .").tensor
     other = spacy.blank("en")
-    other.add_pipe("elmo", config={"model": "corpus", "output": "top"})  # other weights until from_bytes
+    other.add_pipe("elmo", config={"model": "corpus", "layer": "top"})  # other weights until from_bytes
     other.from_bytes(nlp.to_bytes())
     np.testing.assert_array_equal(other("The cat sat .").tensor, expected)
     with pytest.raises(WeightFileError, match="^spaCy component 'elmo': these bytes are not a saved elmo component$"):
@@ -185,7 +188,8 @@ def test_building_any_pipeline_imports_no_torch():
 
 def test_bad_settings_are_one_line_each(tmp_path):
     cases = {
-        "output": ("mean", "spaCy component 'elmo': output must be one of average, top, all; got 'mean'"),
+        "layer": ("mean", "spaCy component 'elmo': layer must be one of all, top, average, mix or a layer index 0, "
+                  "1, ...; got 'mean'"),
         "precision": ("fp8", "spaCy component 'elmo': precision must be one of auto, fp32, bf16; got 'fp8'"),
         "batch_size": (0, "spaCy component 'elmo': batch_size must be >= 1, got 0"),
     }
@@ -193,6 +197,14 @@ def test_bad_settings_are_one_line_each(tmp_path):
         with pytest.raises(ConfigError) as caught:
             pipeline(**{key: value})
         assert str(caught.value) == message
+    with pytest.raises(ConfigError) as caught:
+        pipeline(layer="mix")
+    assert str(caught.value) == ("spaCy component 'elmo': mix_weights must be given with layer mix: one weight per "
+                                 "layer, before the softmax")
+    with pytest.raises(ConfigError) as caught:
+        pipeline(layer=5)("some text")  # checked against the model once it is loaded
+    assert str(caught.value) == ("spaCy component 'elmo': layer 5 is not a layer of the model: it has layers 0 to 2 "
+                                 "(0 = the token layer)")
     nlp = pipeline(model="no-such-model")  # loaded lazily: spacy.load calls the factory before from_disk
     for use in (lambda: nlp("some text"), nlp.initialize):
         with pytest.raises(ConfigError) as caught:
@@ -206,5 +218,7 @@ def test_bad_settings_are_one_line_each(tmp_path):
 
 def test_the_factory_defaults_are_the_embedders():
     defaults = EmbedOptions()
-    assert DEFAULT_CONFIG == {"model": ElmoComponentSettings().model, "output": "average",
+    selection = VectorSelection()
+    assert DEFAULT_CONFIG == {"model": ElmoComponentSettings().model, "layer": "average",
+                              "mix_weights": selection.mix_weights, "mix_gamma": selection.mix_gamma,
                               "batch_size": defaults.batch_size, "precision": defaults.precision.value}

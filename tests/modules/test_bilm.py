@@ -50,6 +50,25 @@ def test_directions_side_by_side_on_two_cores_equal_one_after_the_other():
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
 
+def test_the_model_code_never_sets_the_thread_count(monkeypatch):
+    """Only entry points set process-wide switches: inference, with or without gradients, leaves torch's thread
+    count alone outside the policy the embedder enters."""
+    bilm = random_bilm()
+
+    def refused(n):
+        raise AssertionError(f"the model code set torch's thread count to {n}")
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # where the policy would have something to set
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(torch, "set_num_threads", refused)
+            _layers(bilm, SENTENCES)  # the inference path
+            bilm(batch_to_ids(SENTENCES, add_sentence_boundaries=True))  # with gradients
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_backward_direction_reads_the_sentence_reversed():
     bilm = random_bilm(tiny_config(residual=False))
     sentence = ["a", "b", "c", "d"]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from elmo.cli.model_args import add_model_args, load_model, model_ref
-from elmo.cli.outputs import DIRECTORY, FILE, Output, add_output
+from elmo.cli.outputs import DIRECTORY, Output, add_output
 from elmo.cli.setting_flags import add_flag, add_setting_flags, checked, settings_from_args, show_progress
 from elmo.embedding.demo import DEMO_FILES
 from elmo.embedding.embed_options import EmbedOptions, EngineOptions, OutputOptions
@@ -16,26 +19,44 @@ from elmo.errors import ConfigError, UsageError
 from elmo.settings import at_least, setting_of, settings_of
 from elmo.shared_settings import DEVICE, FORCE, PROGRESS
 
+if TYPE_CHECKING:
+    from elmo.embedding.chunks import ChunkEngine
+    from elmo.runtime.distributed import DistInfo
+
 log = logging.getLogger("elmo")
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from elmo.embedding.embed_progress import EmbedProgress
-    from elmo.embedding.embedder import Embedder
     from elmo.embedding.file_job import EmbedFileJob, check_output
-    from elmo.formats.alignment import read_alignment
-    from elmo.runtime.distributed import join_for_barriers, shutdown
     from elmo.runtime.interrupts import stop_on_signals
 
     options = EmbedOptions(**settings_from_args(EmbedOptions, args))
     output = OutputOptions(**settings_from_args(OutputOptions, args))
-    engine = EngineOptions(**settings_from_args(EngineOptions, args))
+    engine_options = EngineOptions(**settings_from_args(EngineOptions, args))
     selection = VectorSelection(**settings_from_args(VectorSelection, args) | {"layer": _layer(args)})
     check_output(Path(args.input), Path(args.output), output, args.resume)  # before the model loads
     if args.align and getattr(args, "server", None):
         raise ConfigError("--align maps the vectors of a model run here; it cannot be combined with --server")
-    if engine.engine == "ray":
-        return _embed_on_ray(args, options, output, selection, engine)
+    with ENGINES[engine_options.engine](args, options, engine_options) as (engine, ranks):
+        job = EmbedFileJob(engine, output, resume=args.resume, ranks=ranks, selection=selection)
+        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), ranks, stop) as bar:
+            count = job.run(args.input, args.output, progress=bar)
+    if ranks.is_main and not job.was_complete:
+        log.info("embedded %d sentences into %s", count, args.output)
+    return 0
+
+
+@contextmanager
+def _local_engine(args: argparse.Namespace, options: EmbedOptions, where: EngineOptions) -> Iterator[
+        tuple[ChunkEngine, DistInfo]]:
+    """``--engine local``: the model here (or, with ``--server``, a running ``elmo serve``), in every ``torchrun``
+    rank."""
+    from elmo.embedding.embedder import Embedder
+    from elmo.embedding.engines.local import LocalEngine
+    from elmo.formats.alignment import read_alignment
+    from elmo.runtime.distributed import join_for_barriers, shutdown
+
     ranks = join_for_barriers()
     try:
         if args.server:  # the vectors come from a running `elmo serve`
@@ -48,24 +69,17 @@ def cmd_embed(args: argparse.Namespace) -> int:
             alignment = read_alignment(args.align, bilm.output_dim) if args.align else None
             embedder = Embedder(bilm, options, device=args.device or ranks.default_device(), alignment=alignment,
                                 model_name=ref.label)
-        job = EmbedFileJob(embedder, output, resume=args.resume, ranks=ranks, selection=selection)
-        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), ranks, stop) as bar:
-            count = job.run(args.input, args.output, progress=bar)
+        yield LocalEngine(embedder), ranks
     finally:
         shutdown()
-    if ranks.is_main and not job.was_complete:
-        log.info("embedded %d sentences into %s", count, args.output)
-    return 0
 
 
-def _embed_on_ray(args: argparse.Namespace, options: EmbedOptions, output: OutputOptions,
-                  selection: VectorSelection, engine: EngineOptions) -> int:
-    """``--engine ray``: the same job, its chunks embedded by Ray workers (``elmo.ray_engine``)."""
-    from elmo.embedding.embed_progress import EmbedProgress
-    from elmo.embedding.file_job import EmbedFileJob
-    from elmo.ray_engine import RayWorkers, WorkerModel
+@contextmanager
+def _ray_engine(args: argparse.Namespace, options: EmbedOptions, where: EngineOptions) -> Iterator[
+        tuple[ChunkEngine, DistInfo]]:
+    """``--engine ray``: the chunks embedded by Ray workers (``elmo.embedding.engines.ray``)."""
+    from elmo.embedding.engines.ray import RayEngine, WorkerModel
     from elmo.runtime.distributed import DistInfo
-    from elmo.runtime.interrupts import stop_on_signals
 
     if args.server:
         raise ConfigError("--server sends the batches to a running `elmo serve`; --engine ray runs the model on Ray "
@@ -73,18 +87,18 @@ def _embed_on_ray(args: argparse.Namespace, options: EmbedOptions, output: Outpu
     if DistInfo.from_environment().world_size > 1:
         raise ConfigError("--engine ray spreads the chunks over Ray workers itself: run it without torchrun")
     align = str(Path(args.align).absolute()) if args.align else None  # the workers open it from their own directory
-    spec = WorkerModel(options, model_ref(args), device=args.device, align=align)
-    with RayWorkers(spec, engine) as workers:
-        job = EmbedFileJob(workers, output, resume=args.resume, selection=selection, engine=workers)
-        with stop_on_signals("embedding") as stop, EmbedProgress(show_progress(args), DistInfo(), stop) as bar:
-            count = job.run(args.input, args.output, progress=bar)
-        if not job.was_complete:
-            log.info("embedded %d sentences into %s on %d Ray workers", count, args.output, len(workers.actors))
-    return 0
+    with RayEngine(WorkerModel(options, model_ref(args), device=args.device, align=align), where) as engine:
+        yield engine, DistInfo()
+
+
+ENGINES = {"local": _local_engine, "ray": _ray_engine}
+"""``--engine`` -> the context that starts its engine (and this process's ranks) and stops it at the end."""
 
 
 def _embed_output_kind(args: argparse.Namespace) -> str:
-    return DIRECTORY if args.output_format == "parquet" else FILE
+    from elmo.embedding.output_store import output_store
+
+    return output_store(args.output_format).kind
 
 
 def _layer(args: argparse.Namespace) -> str:

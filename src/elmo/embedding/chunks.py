@@ -1,27 +1,28 @@
-"""The unit of work of ``elmo embed``: a chunk of input lines, embedded into its HDF5 part or its Parquet shard.
+"""The unit of work of ``elmo embed``: a chunk of input lines, embedded into its own file of the output.
 
 A chunk is also the unit of ``--resume`` and of ``torchrun`` ranks. The file job reads the input, cuts it into
-chunks and gives those still to do to an engine, which embeds each and writes its file: :func:`local_engine` here,
-one after another in this process; ``elmo.ray_engine`` on a pool of Ray actors, each writing its chunks' files
-itself. Both call :func:`embed_chunk`, so a chunk's file is the same whichever engine wrote it.
+chunks and gives those still to do to its :class:`ChunkEngine` (``elmo.embedding.engines``: here, one after another;
+on Ray actors, side by side), which embeds each with :func:`embed_chunk` and writes it through the output's
+:class:`ChunkWriter` (``elmo.embedding.output_store``), so a chunk's file is the same whichever engine wrote it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from elmo.embedding.contract import Progress, SentenceEmbedder, embed_unordered
-from elmo.embedding.parquet_output import ShardFiles
-from elmo.embedding.parts import Parts
+from elmo.embedding.contract import ModelDescription, Progress, SentenceEmbedder, embed_unordered
 from elmo.embedding.selection import VectorSelection
 
-ChunkTarget = Parts | ShardFiles
-"""Where chunks are written: the HDF5 parts of an output file, or the shard files of a Parquet directory."""
+ChunkRows = Iterable[tuple[int, np.ndarray]]
+"""A chunk's vectors: (i, vectors) for row i (line ``chunk.lines[i]``), in any order."""
+Receipt = dict | None
+"""What the output store records of a finished chunk's file (a Parquet shard's name, rows and sha256); None where the
+file is its own record (an HDF5 part)."""
 
 
 @dataclass(frozen=True)
@@ -34,37 +35,38 @@ class Chunk:
     sentences: list[list[str]]
 
 
-def embed_chunk(embedder: SentenceEmbedder, selection: VectorSelection, target: ChunkTarget, chunk: Chunk,
-                progress: Progress | None = None) -> dict | None:
-    """Embed ``chunk`` into its file (memory: one batch, or one Parquet row group); returns a shard's manifest
-    entry (None for an HDF5 part, whose file is its own record)."""
-    with _writing(target, chunk) as add:
-        for i, layers in embed_unordered(embedder, chunk.sentences, progress):
-            add(i, selection.apply(layers))
-    return target.entry(chunk.index, chunk.lines) if isinstance(target, ShardFiles) else None
+class ChunkWriter(Protocol):
+    """Writes the file of one chunk of an output (its part, its shard): what an engine's workers need, so it is
+    small and picklable, for workers in other processes too."""
+
+    directory: Path
+    """Where the chunks' files go (on a cluster: storage every node mounts)."""
+
+    def absolute(self) -> ChunkWriter:
+        """The same writer, its directory absolute: a worker's working directory is not the driver's."""
+
+    def write(self, chunk: Chunk, rows: ChunkRows) -> Receipt:
+        """Write the chunk's file as ``rows`` come (memory: one batch, or one Parquet row group); the file gets its
+        name only when every row is written, so it exists completely or not at all."""
 
 
+def embed_chunk(embedder: SentenceEmbedder, selection: VectorSelection, writer: ChunkWriter, chunk: Chunk,
+                progress: Progress | None = None) -> Receipt:
+    """Embed ``chunk`` into its file; every engine's workers call this."""
+    rows = ((i, selection.apply(layers)) for i, layers in embed_unordered(embedder, chunk.sentences, progress))
+    return writer.write(chunk, rows)
+
+
+@runtime_checkable
 class ChunkEngine(Protocol):
-    """Runs chunks: yields ``(chunk, entry)`` as each chunk's file is finished, in any order. It may read ahead
-    of what it yields; an error of the input iterator (a bad line) stops it."""
+    """Runs a file job's chunks: one class per place they run (``elmo.embedding.engines``)."""
 
-    def __call__(self, embedder: SentenceEmbedder, selection: VectorSelection, target: ChunkTarget,
-                 chunks: Iterable[Chunk], progress: Progress | None = None) -> Iterator[tuple[Chunk, dict | None]]: ...
+    @property
+    def model(self) -> ModelDescription:
+        """What makes the vectors, as the output records it."""
 
-
-def local_engine(embedder: SentenceEmbedder, selection: VectorSelection, target: ChunkTarget,
-                 chunks: Iterable[Chunk], progress: Progress | None = None) -> Iterator[tuple[Chunk, dict | None]]:
-    """One chunk after another, in this process (``--engine local``)."""
-    for chunk in chunks:
-        yield chunk, embed_chunk(embedder, selection, target, chunk, progress)
-
-
-@contextmanager
-def _writing(target: ChunkTarget, chunk: Chunk) -> Iterator[Callable[[int, np.ndarray], None]]:
-    """``add(i, vectors)`` for line ``i`` of a chunk, into its HDF5 part or its Parquet shard."""
-    if isinstance(target, ShardFiles):
-        with target.writing(chunk.index, chunk.lines, chunk.keys) as add:
-            yield add
-    else:
-        with target.writing(chunk.index, chunk.keys, [" ".join(s) for s in chunk.sentences]) as add:
-            yield lambda i, data: add(chunk.keys[i], data)
+    def run(self, selection: VectorSelection, writer: ChunkWriter, chunks: Iterable[Chunk],
+            progress: Progress | None = None) -> Iterator[tuple[Chunk, Receipt]]:
+        """Embed each chunk into its file through ``writer``; yields ``(chunk, receipt)`` as each chunk's file is
+        finished, in any order. It may read ahead of what it yields; an error of the input iterator (a bad line)
+        stops it."""

@@ -1,14 +1,18 @@
 """The embedding contract: tokenised sentences in, one float32 array (L + 1, n_tokens, 2P) per sentence out.
 
-Every embedder keeps it: :class:`~elmo.embedding.embedder.Embedder` runs a biLM here,
-:class:`~elmo.serving.remote.RemoteEmbedder` sends the batches to ``elmo serve``. What is built on embedders (the
-file job, the service, the AllenNLP API) takes any :class:`SentenceEmbedder`, and batches through
-:func:`embed_unordered`, so sentences are grouped the same way whoever computes the vectors.
+Two halves. :class:`ModelDescription` says what makes the vectors (options, precision, layers, width, provenance,
+identity): what an output records and a resumed job checks. :class:`SentenceEmbedder` is a description that also
+runs batches, here: :class:`~elmo.embedding.embedder.Embedder` runs a biLM in this process,
+:class:`~elmo.serving.remote.RemoteEmbedder` sends the batches to ``elmo serve``. An engine whose batches run
+elsewhere (``elmo.embedding.engines.ray``) has only the description, as plain values (:class:`DescribedModel`).
+What is built on embedders (the file job, the service, the AllenNLP API) takes any :class:`SentenceEmbedder`, and
+batches through :func:`embed_unordered`, so sentences are grouped the same way whoever computes the vectors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol, runtime_checkable
 
@@ -25,8 +29,8 @@ Progress = Callable[[int, int], None]
 
 
 @runtime_checkable
-class SentenceEmbedder(Protocol):
-    """What an embedder gives: batches run as given, and what made the vectors."""
+class ModelDescription(Protocol):
+    """What makes the vectors, whoever runs the batches: recorded in every output, checked by ``--resume``."""
 
     options: EmbedOptions
     precision: Precision
@@ -40,15 +44,44 @@ class SentenceEmbedder(Protocol):
     def output_dim(self) -> int:
         """2P: both directions' projections."""
 
-    def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
-        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
-
     def provenance(self) -> dict[str, str]:
         """What made the vectors (model, precision, device, initial state): recorded in every output."""
 
     def identity(self) -> dict[str, object]:
         """What a resumed file job must share with the run that wrote the first parts (beyond the output's
         settings): the precision, the initial state and any weights outside the model (warm state, alignment)."""
+
+
+@runtime_checkable
+class SentenceEmbedder(ModelDescription, Protocol):
+    """A model description that runs batches here, as given."""
+
+    def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
+        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
+
+
+@dataclass(frozen=True)
+class DescribedModel:
+    """A :class:`ModelDescription` as plain values, small and picklable: what the workers of an engine in other
+    processes report of the model they run."""
+
+    options: EmbedOptions
+    precision: Precision
+    num_layers: int
+    output_dim: int
+    provenance_record: dict[str, str]
+    identity_record: dict[str, object]
+
+    @classmethod
+    def of(cls, model: ModelDescription) -> DescribedModel:
+        return cls(model.options, model.precision, model.num_layers, model.output_dim, model.provenance(),
+                   model.identity())
+
+    def provenance(self) -> dict[str, str]:
+        return dict(self.provenance_record)
+
+    def identity(self) -> dict[str, object]:
+        return dict(self.identity_record)
 
 
 def embed_unordered(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from elmo.config import MIN_WINDOW
 from elmo.errors import UsageError
-from elmo.modules.long_sequences import MIN_WINDOW
 from elmo.precision import Precision
 from elmo.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 from elmo.settings import at_least, check_settings, setting
@@ -64,6 +64,15 @@ class EmbedOptions:
         check_settings(self)
 
 
+OUTPUT_FORMATS = {
+    "hdf5": "elmo.embedding.parts:Parts",
+    "parquet": "elmo.embedding.parquet_output:ParquetShards",
+}
+"""``--format`` name -> ``module:class`` of its :class:`~elmo.embedding.output_store.OutputStore`: an output format is
+one class and one row here. By name, imported when a job writes it (``output_store.output_store``): the choices are
+read whenever the CLI's parser is built, and the classes import h5py or pyarrow."""
+
+
 @dataclass(frozen=True)
 class OutputOptions:
     """What :class:`~elmo.embedding.file_job.EmbedFileJob` writes (layouts: see ``elmo.embedding.file_job``)."""
@@ -71,7 +80,7 @@ class OutputOptions:
     output_format: str = setting(
         "hdf5", "hdf5: one HDF5 file; parquet: OUTPUT is a directory of Parquet shards, one per --chunk-size lines, "
         "plus _manifest.json (needs the parquet extra: pip install \"elmo-bilm[parquet]\")",
-        choices=("hdf5", "parquet"), flag="--format",
+        choices=tuple(OUTPUT_FORMATS), flag="--format",
     )
     """Parquet: the layout of ``elmo.embedding.parquet_output``, for engines that read Parquet (Spark, DuckDB)."""
     use_sentence_keys: bool = setting(False, "key datasets by sentence, not line index")
@@ -119,7 +128,7 @@ ENGINES = ("local", "ray")
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """Where ``elmo embed`` runs the model: here, or on Ray actors (``elmo.ray_engine``, docs/scale-out.md). Not
+    """Where ``elmo embed`` runs the model: here, or on Ray actors (``elmo.embedding.engines``, docs/scale-out.md). Not
     part of what an output records: the same settings give the same files on either engine, and a run started on
     one resumes on the other."""
 

@@ -15,13 +15,15 @@ vectors are instead the rows of one dataset ``embeddings`` (n_lines, ...), in in
 ``precision``, ``device``, ``initial_state``: :meth:`SentenceEmbedder.provenance`) and how it was run
 (``embed_settings``: the parts manifest as JSON, which ``resume`` compares to tell a finished run of the same job).
 
-How a file is processed: lines are read lazily in chunks of ``chunk_size``; each chunk is batched by
-:func:`~elmo.embedding.contract.embed_unordered` and written as a part file (``elmo.embedding.parts``), which makes
-``resume`` and ``torchrun`` ranks possible; the parts are merged into the output at the end, atomically. The job
-takes any :class:`~elmo.embedding.contract.SentenceEmbedder`: a model here or a service.
+How a file is processed: lines are read lazily in chunks of ``chunk_size``; the job's engine
+(``elmo.embedding.engines``) embeds each chunk, batched by :func:`~elmo.embedding.contract.embed_unordered`, and
+writes it as a part file (``elmo.embedding.parts``), which makes ``resume`` and ``torchrun`` ranks possible; the
+parts are merged into the output at the end, atomically. The job takes any engine, or any
+:class:`~elmo.embedding.contract.SentenceEmbedder` (a model here or a service), whose chunks then run here.
 
 With ``output_format="parquet"`` (``--format parquet``) each chunk becomes a Parquet shard of an output directory
-instead, listed in its manifest as it is finished (``elmo.embedding.parquet_output``; one process, no merge).
+instead, listed in its manifest as it is finished (``elmo.embedding.parquet_output``; one process, no merge). The
+job sees either only through :class:`~elmo.embedding.output_store.OutputStore`.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
-from elmo.embedding.chunks import Chunk, ChunkEngine, local_engine
-from elmo.embedding.contract import Progress, SentenceEmbedder, chunk_size
+from elmo.embedding.chunks import Chunk, ChunkEngine
+from elmo.embedding.contract import ModelDescription, Progress, SentenceEmbedder, chunk_size
 from elmo.embedding.embed_options import OutputOptions
-from elmo.embedding.parquet_output import ParquetShards, ShardFiles, check_shard_directory
-from elmo.embedding.parts import Parts, check_paths, complete_output, sentence_key_problem
+from elmo.embedding.engines.local import LocalEngine
+from elmo.embedding.output_store import OutputStore, output_store
+from elmo.embedding.parts import sentence_key_problem
 from elmo.embedding.selection import SELECTION_FIELDS, VectorSelection
 from elmo.errors import ElmoError, InputFileError, UsageError
 from elmo.runtime.distributed import DistInfo
@@ -49,60 +52,53 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class EmbedFileJob:
-    """Embed every sentence of a file with ``embedder`` into one HDF5 file (or a directory of Parquet shards), as
+    """Embed every sentence of a file with ``engine`` into one HDF5 file (or a directory of Parquet shards), as
     ``output`` says.
 
+    ``engine``: what embeds the chunks and writes their files (``elmo.embedding.engines``); an embedder (the local
+    :class:`~elmo.embedding.embedder.Embedder`, a service's) runs them here, one after another (``LocalEngine``).
     ``resume``: continue an interrupted run of the same job: only missing chunks are computed. ``ranks``: this
     process's share of a ``torchrun`` job (default: the only process).
     """
 
-    embedder: SentenceEmbedder
+    engine: ChunkEngine
     output: OutputOptions = dataclasses.field(default_factory=OutputOptions)
     resume: bool = False
     ranks: DistInfo = dataclasses.field(default_factory=DistInfo)
     selection: VectorSelection = dataclasses.field(default_factory=VectorSelection)
     """Which layers, pooled or not, in which dtype (``elmo.embedding.selection``)."""
-    engine: ChunkEngine = local_engine
-    """What embeds the chunks and writes their files (``elmo.embedding.chunks``): here, or Ray actors."""
     was_complete: bool = dataclasses.field(default=False, init=False, repr=False)
     """Set by :meth:`run`: ``resume`` found the output finished by the same job, and nothing was written."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.engine, SentenceEmbedder):  # its batches run here, chunk after chunk
+            self.engine = LocalEngine(self.engine)  # type: ignore[unreachable]
 
     def run(self, input_path: str | os.PathLike, output_path: str | os.PathLike,
             progress: Progress | None = None) -> int:
         """Embed ``input_path`` (UTF-8 text or CoNLL-U, plain or gzip; ``-`` or a pipe is read once, so it cannot
         resume) into ``output_path``; returns the number of sentences."""
-        output, ranks, options = self.output, self.ranks, self.embedder.options
+        output, ranks, model = self.output, self.ranks, self.engine.model
+        options = model.options
         if options.stateful and (self.resume or ranks.world_size > 1):
             raise ElmoError("--initial-state carry carries state through the whole file: it cannot --resume or use "
                             "torchrun")
         if output.matrix and not self.selection.pooled:
             raise UsageError("--matrix stores one vector per line: it needs --pool (mean, max or first-last)")
-        self.selection.check_model(self.embedder.num_layers)
+        self.selection.check_model(model.num_layers)
         input_path, output_path = Path(input_path), Path(output_path)
-        parquet = output.output_format == "parquet"
-        if parquet and output.matrix:
-            raise UsageError("--matrix is a layout of HDF5 output: --format parquet already stores one row per line")
-        if parquet and ranks.world_size > 1:
-            raise ElmoError("--format parquet is written by one process: run it without torchrun")
-        check_output(input_path, output_path, output, self.resume)
+        check_output(input_path, output_path, output, self.resume, ranks)
         if is_stream(input_path) and (self.resume or ranks.world_size > 1):
             raise ElmoError(f"{display_name(input_path)} is read once, as it comes: --resume and torchrun need an "
                             "input file they can read again")
-        manifest = self._manifest(input_path)
+        store = output_store(output.output_format).for_job(output_path, self._manifest(input_path, model), output,
+                                                           self.selection, model)
         self.was_complete = False
-        if parquet:
-            store: Parts | ParquetShards = self._shards(output_path, manifest)
-            count = store.prepare(self.resume)
-        else:
-            count = complete_output(output_path, manifest) if self.resume else None
+        count = store.prepare(self.resume, ranks.is_main)
         if count is not None:
             log.info("%s is complete: nothing to resume", output_path)
             self.was_complete = True
             return count
-        if not parquet:
-            store = Parts(output_path, manifest)
-            if ranks.is_main:
-                store.prepare(self.resume)
         ranks.barrier()
         if getattr(progress, "wants_total", False) and (total := self._to_embed(input_path, store)) is not None:
             progress.set_total(total)  # type: ignore[union-attr]
@@ -121,11 +117,9 @@ class EmbedFileJob:
                 if ranks.owns(index) and not store.done(index):
                     yield Chunk(index, [line.index for line in block], keys, [line.tokens for line in block])
 
-        target = store.files if isinstance(store, ParquetShards) else store
         try:
-            for chunk, entry in self.engine(self.embedder, self.selection, target, to_do(), progress):
-                if isinstance(store, ParquetShards) and entry is not None:
-                    store.record(chunk.index, entry)
+            for chunk, receipt in self.engine.run(self.selection, store.writer, to_do(), progress):
+                store.record(chunk.index, receipt)
         except InputFileError:
             if ranks.is_main:
                 store.discard()  # the input must change, so these parts could never be resumed
@@ -135,35 +129,21 @@ class EmbedFileJob:
         if ranks.is_main:
             if n_lines == 0:
                 log.warning("%s is empty: %s holds no sentences", display_name(input_path), output_path)
-            if isinstance(store, ParquetShards):
-                store.finish(n_chunks, n_lines)
-            else:
-                store.merge(n_chunks, output.forget_sentences, self.embedder.provenance(), output.matrix)
+            store.finish(n_chunks, n_lines)
         return n_lines
 
-    def _shards(self, directory: Path, manifest: dict) -> ParquetShards:
-        """The shard directory of ``--format parquet``; its settings name the format (the HDF5 parts' does not
-        apply)."""
-        settings = {k: v for k, v in manifest.items() if k != "parts_format"} | {"output_format": "parquet"}
-        key_column = manifest.get("id_field") or "key"  # records input keeps its id field's name
-        if key_column in ("line", "embedding"):
-            raise UsageError(f"--id-field {key_column}: Parquet output has a column '{key_column}' of its own; "
-                             "rename the field in the input")
-        files = ShardFiles(directory, pooled=self.selection.pooled, all_layers=self.selection.layer == "all",
-                           dim=self.embedder.output_dim, dtype=self.selection.dtype, key_column=key_column)
-        return ParquetShards(files, settings, self.embedder.provenance())
-
-    def _to_embed(self, input_path: Path, parts: Parts | ParquetShards) -> int | None:
+    def _to_embed(self, input_path: Path, store: OutputStore) -> int | None:
         """The sentences this rank will embed (its chunks not done yet), counted up front; None for a stream."""
         n = count_sentences(input_path, self.output.input_format)
         if n is None:
             return None
-        size = chunk_size(self.embedder.options)
+        size = chunk_size(self.engine.model.options)
         return sum(min(size, n - start) for chunk, start in enumerate(range(0, n, size))
-                   if self.ranks.owns(chunk) and not parts.done(chunk))
+                   if self.ranks.owns(chunk) and not store.done(chunk))
 
-    def _manifest(self, input_path: Path) -> dict:
-        """What a resumed run must share with the run that wrote the parts."""
+    def _manifest(self, input_path: Path, model: ModelDescription) -> dict:
+        """What a resumed run must share with the run that wrote the output's first chunks (the output's format
+        adds its own: :meth:`~elmo.embedding.output_store.OutputStore.for_job`)."""
         output = self.output
         stat = None if is_stream(input_path) else input_path.stat()  # a stream is never resumed
         return {
@@ -171,9 +151,8 @@ class EmbedFileJob:
             "input_bytes": stat and stat.st_size, "input_mtime_ns": stat and stat.st_mtime_ns,
             **self.selection.describe(), **({"matrix": True} if output.matrix else {}),
             "sentence_keys": output.use_sentence_keys, "errors": output.errors,
-            "chunk_size": self.embedder.options.chunk_size,
-            "parts_format": 2,  # 2: keys and sentences of a part stored as JSON
-        } | _input_settings(input_path, output) | self.embedder.identity()
+            "chunk_size": model.options.chunk_size,
+        } | _input_settings(input_path, output) | model.identity()
 
     def _key(self, line: Line, seen: dict[str, int], input_path: Path) -> str:
         """The dataset name of ``line``: the sentence with sentence keys, else the key the file gives (a FASTA
@@ -197,18 +176,16 @@ class EmbedFileJob:
         return key
 
 
-def check_output(input_path: Path, output_path: Path, output: OutputOptions, resume: bool = False) -> None:
+def check_output(input_path: Path, output_path: Path, output: OutputOptions, resume: bool = False,
+                 ranks: DistInfo | None = None) -> None:
     """Refuse unusable input and output paths before any work (the CLI calls this before the model loads): an HDF5
-    file, or with ``--format parquet`` a directory of shards; an existing one only with ``force`` or ``resume``. The
-    record fields of an input that has none are refused, not ignored."""
+    file, or with ``--format parquet`` a directory of shards (:meth:`OutputStore.check`); an existing one only with
+    ``force`` or ``resume``. The record fields of an input that has none are refused, not ignored."""
     read_as = resolve_input_format(input_path, output.input_format)
     if read_as not in ("jsonl", "parquet") and (output.text_field != "text" or output.id_field is not None):
         raise UsageError(f"--text-field and --id-field name fields of JSONL or Parquet records; "
                          f"{display_name(input_path)} is read as {read_as} (--input-format)")
-    if output.output_format == "parquet":
-        check_shard_directory(input_path, output_path, output.force, resume)
-    else:
-        check_paths(input_path, output_path, output.force, resume)
+    output_store(output.output_format).check(input_path, output_path, output, resume, ranks or DistInfo())
 
 
 def _input_settings(input_path: Path, output: OutputOptions) -> dict:

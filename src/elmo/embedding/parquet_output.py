@@ -26,6 +26,9 @@ so sort by ``line`` where order matters)::
 
 DTYPE is float (float32) or halffloat (``--dtype float16``); nesting keeps the HDF5 output's axes, so
 ``np.array(row)`` of a pooled row has the HDF5 dataset's shape.
+
+:class:`ParquetShards` is the ``--format parquet`` row of :data:`~elmo.embedding.embed_options.OUTPUT_FORMATS`; its
+shards are written by :class:`ShardFiles`, the part that an engine's workers get.
 """
 
 from __future__ import annotations
@@ -37,18 +40,25 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from elmo.embedding.parts import HOW_PARTS_ARE_CUT, first_change
-from elmo.errors import ElmoError, OutputWriteError
+from elmo.errors import ElmoError, OutputWriteError, UsageError
 from elmo.runtime.atomic_files import default_permissions, is_write_failure, sync_file, write_error, write_json_atomic
 from elmo.runtime.extras import require
 from elmo.runtime.hashing import sha256_file
 from elmo.runtime.text_files import STDIN, check_input
+
+if TYPE_CHECKING:
+    from elmo.embedding.chunks import Chunk, ChunkRows, Receipt
+    from elmo.embedding.contract import ModelDescription
+    from elmo.embedding.embed_options import OutputOptions
+    from elmo.embedding.selection import VectorSelection
+    from elmo.runtime.distributed import DistInfo
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +139,8 @@ def embedding_column(pa: Any, vectors: Sequence[np.ndarray], pooled: bool, all_l
 
 @dataclass(frozen=True)
 class ShardFiles:
-    """Writes the shard files of a directory, not the manifest: what a worker of another process (``--engine ray``)
-    needs, so it is small and picklable; :class:`ParquetShards` lists what it wrote.
+    """Writes the shard files of a directory, not the manifest (:class:`~elmo.embedding.chunks.ChunkWriter`);
+    :class:`ParquetShards` lists what it wrote.
 
     ``pooled``, ``all_layers``, ``dim``, ``dtype``: the shape of the ``embedding`` column (module docstring);
     ``key_column``: the name of the keys' column (``--id-field`` of records input, else ``key``).
@@ -143,8 +153,18 @@ class ShardFiles:
     dtype: str
     key_column: str = "key"
 
+    def absolute(self) -> ShardFiles:
+        return replace(self, directory=self.directory.absolute())
+
+    def write(self, chunk: Chunk, rows: ChunkRows) -> Receipt:
+        """The chunk's shard; returns its manifest entry (:meth:`entry`)."""
+        with self._writing(chunk.index, chunk.lines, chunk.keys) as add:
+            for i, vectors in rows:
+                add(i, vectors)
+        return self.entry(chunk.index, chunk.lines)
+
     @contextmanager
-    def writing(self, chunk: int, lines: Sequence[int], keys: Sequence[str]) -> Iterator[Callable[[int, Any], None]]:
+    def _writing(self, chunk: int, lines: Sequence[int], keys: Sequence[str]) -> Iterator[Callable[[int, Any], None]]:
         """``add(i, vectors)`` for row ``i`` of the chunk (line ``lines[i]``, key ``keys[i]``), in any order
         (memory: one row group); the shard gets its name only when the block finishes without an error."""
         pq = require("pyarrow.parquet", "parquet", WHAT)
@@ -212,30 +232,54 @@ class ShardFiles:
 
 
 class ParquetShards:
-    """The shard directory of one run and its manifest, kept by one process (``torchrun`` ranks are refused by the
-    file job); the shards are written by ``files`` here or by the workers of an engine.
+    """The shard directory of one run and its manifest: ``--format parquet``
+    (:class:`~elmo.embedding.output_store.OutputStore`), kept by one process (``torchrun`` ranks are refused); the
+    shards are written by ``writer``, here or in the workers of an engine.
 
     Args:
-        files: the directory and the shape of its ``embedding`` column.
+        writer: the directory and the shape of its ``embedding`` column.
         settings: the run's settings, as the HDF5 output stores them in ``embed_settings``; a resume must match.
         provenance: what made the vectors (model, precision, device, initial state), kept in the manifest.
     """
 
-    def __init__(self, files: ShardFiles, settings: dict, provenance: dict[str, str]) -> None:
-        self.files = files
-        self.directory = files.directory
+    kind = "directory"
+
+    def __init__(self, writer: ShardFiles, settings: dict, provenance: dict[str, str]) -> None:
+        self.writer = writer
+        self.directory = writer.directory
         self.settings = json.loads(json.dumps(settings))  # as stored: tuples are lists
         self.provenance = provenance
         self.shards: dict[int, dict] = {}  # chunk -> its manifest entry
         require("pyarrow.parquet", "parquet", WHAT)
 
+    @classmethod
+    def check(cls, input_path: Path, directory: Path, options: OutputOptions, resume: bool, ranks: DistInfo) -> None:
+        if options.matrix:
+            raise UsageError("--matrix is a layout of HDF5 output: --format parquet already stores one row per line")
+        if ranks.world_size > 1:
+            raise ElmoError("--format parquet is written by one process: run it without torchrun")
+        check_shard_directory(input_path, directory, options.force, resume)
+
+    @classmethod
+    def for_job(cls, directory: Path, manifest: dict, options: OutputOptions, selection: VectorSelection,
+                model: ModelDescription) -> ParquetShards:
+        """The settings name the format; the keys' column is named after ``--id-field`` (records input)."""
+        key_column = manifest.get("id_field") or "key"
+        if key_column in ("line", "embedding"):
+            raise UsageError(f"--id-field {key_column}: Parquet output has a column '{key_column}' of its own; "
+                             "rename the field in the input")
+        writer = ShardFiles(directory, pooled=selection.pooled, all_layers=selection.layer == "all",
+                            dim=model.output_dim, dtype=selection.dtype, key_column=key_column)
+        return cls(writer, manifest | {"output_format": "parquet"}, model.provenance())
+
     @property
     def manifest_path(self) -> Path:
         return self.directory / MANIFEST
 
-    def prepare(self, resume: bool) -> int | None:
+    def prepare(self, resume: bool, main: bool = True) -> int | None:
         """Start the directory: with ``resume`` keep the earlier run's intact shards (settings must match), else
-        replace its files. Returns the number of lines when ``resume`` finds the run complete (nothing to do)."""
+        replace its files. Returns the number of lines when ``resume`` finds the run complete (nothing to do).
+        ``main`` is always this one process."""
         self.directory.mkdir(parents=True, exist_ok=True)
         earlier = self._read_manifest() if resume and self.manifest_path.is_file() else None
         if earlier is not None:
@@ -305,9 +349,9 @@ class ParquetShards:
     def done(self, chunk: int) -> bool:
         return chunk in self.shards
 
-    def record(self, chunk: int, entry: dict) -> None:
+    def record(self, chunk: int, receipt: Receipt) -> None:
         """List a finished shard (:meth:`ShardFiles.entry`) in the manifest."""
-        self.shards[chunk] = entry
+        self.shards[chunk] = receipt  # type: ignore[assignment]
         self._write_manifest(complete=False)
 
     def finish(self, n_chunks: int, n_lines: int) -> None:
@@ -330,7 +374,7 @@ class ParquetShards:
         manifest = {
             "format": LAYOUT, "version": 1, "complete": complete, **({"lines": lines} if complete else {}),
             "embed_settings": self.settings, "provenance": self.provenance,
-            "columns": {"line": "int64", self.files.key_column: "string", "embedding": self.files.embedding_type()},
+            "columns": {"line": "int64", self.writer.key_column: "string", "embedding": self.writer.embedding_type()},
             "shards": [self.shards[c] for c in sorted(self.shards)],
         }
         try:

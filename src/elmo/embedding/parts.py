@@ -9,7 +9,9 @@ name and renamed, so a part either exists completely or not at all::
     out.hdf5.parts/part-00000001.hdf5   ...
 
 ``--resume`` skips chunks whose part exists; several processes fill disjoint chunks of the same directory; and the
-final :meth:`Parts.merge` copies the parts in order into a temp file that is renamed over the output (atomic).
+final :meth:`Parts.finish` copies the parts in order into a temp file that is renamed over the output (atomic).
+:class:`Parts` is the ``--format hdf5`` row of :data:`~elmo.embedding.embed_options.OUTPUT_FORMATS`; its parts are
+written by :class:`PartFiles`, the part that an engine's workers get.
 
 Every HDF5 file here is written through :func:`~elmo.runtime.atomic_files.atomic_file` (h5py's ``fileobj``
 driver): HDF5 itself never sees a failed write, which on a full disk makes it crash or flood stderr; the failure is
@@ -22,9 +24,9 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
@@ -33,12 +35,21 @@ from elmo.errors import ElmoError, OutputWriteError
 from elmo.runtime.atomic_files import atomic_file, first_line, is_write_failure, write_error, write_text_atomic
 from elmo.runtime.text_files import STDIN, check_input
 
+if TYPE_CHECKING:
+    from elmo.embedding.chunks import Chunk, ChunkRows, Receipt
+    from elmo.embedding.contract import ModelDescription
+    from elmo.embedding.embed_options import OutputOptions
+    from elmo.embedding.selection import VectorSelection
+    from elmo.runtime.distributed import DistInfo
+
 log = logging.getLogger(__name__)
 
 KEYS = "__keys__"
 SENTENCES = "__sentences__"
 MANIFEST = "manifest.json"
 SENTENCE_TO_INDEX = "sentence_to_index"
+PARTS_FORMAT = 2
+"""How a part stores its keys and sentences (2: as JSON bytes, :func:`_json_bytes`); a resume needs the same."""
 EMBED_SETTINGS = "embed_settings"
 """The output's root attribute that holds the run's manifest (JSON), so ``--resume`` can tell a finished run of the
 same job from one with a changed input or settings."""
@@ -138,21 +149,82 @@ def write_sentence_to_index(out: h5py.File, sentence_to_index: dict[str, str]) -
     dataset[0] = json.dumps(sentence_to_index)
 
 
+@dataclass(frozen=True)
+class PartFiles:
+    """Writes the part files of a parts directory (:class:`~elmo.embedding.chunks.ChunkWriter`)."""
+
+    directory: Path
+
+    def path(self, chunk: int) -> Path:
+        return self.directory / f"part-{chunk:08d}.hdf5"
+
+    def absolute(self) -> PartFiles:
+        return replace(self, directory=self.directory.absolute())
+
+    def write(self, chunk: Chunk, rows: ChunkRows) -> Receipt:
+        """Each row's vectors as a dataset named by its key, then the chunk's keys and sentences in order. A failed
+        write (a full disk) stops the rows at the next one."""
+        path = self.path(chunk.index)
+        try:
+            with atomic_file(path) as file, h5py.File(file, "w") as part:
+                for i, vectors in rows:
+                    part.create_dataset(chunk.keys[i], data=vectors)
+                    file.raise_kept()
+                # JSON, not HDF5 string arrays: a sentence may hold a NUL character, which HDF5 strings cannot
+                part.create_dataset(KEYS, data=_json_bytes(list(chunk.keys)))
+                part.create_dataset(SENTENCES, data=_json_bytes([" ".join(s) for s in chunk.sentences]))
+        except Exception as e:
+            if not is_write_failure(e):  # not a failed write (e.g. an error of the computation in the rows)
+                raise
+            raise write_error(path, e, _kept(self.directory)) from e
+        return None  # the part is its own record
+
+
 class Parts:
-    """The parts directory of one output file.
+    """The parts directory of one output file: ``--format hdf5``
+    (:class:`~elmo.embedding.output_store.OutputStore`).
 
     Args:
         output: the final HDF5 file.
         manifest: the run's settings; a resumed run must match them exactly.
+        attributes: what made the vectors, written as the output's root attributes.
+        forget_sentences: write no ``sentence_to_index`` dataset.
+        matrix: the vectors of every line as the rows of one dataset, ``embeddings`` (n_lines, ...), their keys in
+            ``keys``.
     """
 
-    def __init__(self, output: str | os.PathLike, manifest: dict) -> None:
+    kind = "file"
+
+    def __init__(self, output: str | os.PathLike, manifest: dict, attributes: dict[str, str] | None = None,
+                 forget_sentences: bool = False, matrix: bool = False) -> None:
         self.output = Path(output)
         self.directory = parts_dir(self.output)
         self.manifest = manifest
+        self.attributes = attributes or {}
+        self.forget_sentences = forget_sentences
+        self.matrix = matrix
+        self.writer = PartFiles(self.directory)
 
-    def prepare(self, resume: bool) -> None:
-        """Create the directory (one process only); with ``resume`` keep its parts if the settings match."""
+    @classmethod
+    def check(cls, input_path: Path, output: Path, options: OutputOptions, resume: bool, ranks: DistInfo) -> None:
+        check_paths(input_path, output, options.force, resume)
+
+    @classmethod
+    def for_job(cls, output: Path, manifest: dict, options: OutputOptions, selection: VectorSelection,
+                model: ModelDescription) -> Parts:
+        return cls(output, manifest | {"parts_format": PARTS_FORMAT}, model.provenance(), options.forget_sentences,
+                   options.matrix)
+
+    def prepare(self, resume: bool, main: bool = True) -> int | None:
+        """With ``resume``, the number of sentences of a finished output of this job (nothing to do); else create
+        the directory (``main``: the one process of several that does), keeping its parts with ``resume`` if the
+        settings match."""
+        count = complete_output(self.output, self.manifest) if resume else None
+        if count is None and main:
+            self._prepare_directory(resume)
+        return count
+
+    def _prepare_directory(self, resume: bool) -> None:
         if self.directory.exists() and resume:
             self._check_manifest()
             finished = len(list(self.directory.glob("part-*.hdf5")))
@@ -186,60 +258,33 @@ class Parts:
             )
 
     def path(self, chunk: int) -> Path:
-        return self.directory / f"part-{chunk:08d}.hdf5"
+        return self.writer.path(chunk)
 
     def done(self, chunk: int) -> bool:
         return self.path(chunk).is_file()
 
-    @contextmanager
-    def writing(self, chunk: int, keys: Sequence[str], sentences: Sequence[str]) -> Iterator[
-            Callable[[str, np.ndarray], None]]:
-        """``add(key, vectors)`` for each line of the chunk, as they are computed (memory: one batch).
-
-        The part gets its final name only when the block finishes without an error; a failed write (a full disk)
-        stops the block at the next ``add``.
-        """
-        path = self.path(chunk)
-        try:
-            with atomic_file(path) as file, h5py.File(file, "w") as part:
-
-                def add(key: str, vectors: np.ndarray) -> None:
-                    part.create_dataset(key, data=vectors)
-                    file.raise_kept()
-
-                yield add
-                # JSON, not HDF5 string arrays: a sentence may hold a NUL character, which HDF5 strings cannot
-                part.create_dataset(KEYS, data=_json_bytes(list(keys)))
-                part.create_dataset(SENTENCES, data=_json_bytes(list(sentences)))
-        except Exception as e:
-            if not is_write_failure(e):  # not a failed write (e.g. an error of the computation in the block)
-                raise
-            raise write_error(path, e, self._kept()) from e
-
-    def _kept(self) -> str:
-        return f"the finished parts in {self.directory} are kept: free space and rerun with --resume"
+    def record(self, chunk: int, receipt: Receipt) -> None:
+        """Nothing to do: a part that exists is finished."""
 
     def discard(self) -> None:
         """Remove the directory: for runs that cannot be resumed (e.g. the input has an error)."""
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def merge(self, n_chunks: int, forget_sentences: bool, attributes: dict[str, str] | None = None,
-              matrix: bool = False) -> None:
-        """Copy parts 0 .. n_chunks-1 in order into the output (atomically), then remove the directory.
-        ``attributes``: what made the vectors, written as the file's root attributes. ``matrix``: the vectors of
-        every line as the rows of one dataset, ``embeddings`` (n_lines, ...), their keys in ``keys``."""
+    def finish(self, n_chunks: int, n_lines: int) -> None:
+        """Copy parts 0 .. n_chunks-1 in order into the output (atomically), then remove the directory."""
         missing = [c for c in range(n_chunks) if not self.done(c)]
         if missing:
             raise ElmoError(
                 f"{self.directory}: chunk {missing[0]} is missing ({len(missing)} in all); rerun with --resume"
             )
+        forget_sentences = self.forget_sentences
         sentence_to_index: dict[str, str] = {}
         try:
             with atomic_file(self.output) as file, h5py.File(file, "w") as out:
-                out.attrs.update(attributes or {})
+                out.attrs.update(self.attributes)
                 settings = json.dumps(self.manifest, sort_keys=True).encode("utf-8")  # fixed length: see _json_bytes
                 out.attrs.create(EMBED_SETTINGS, settings, dtype=h5py.string_dtype("utf-8", len(settings)))
-                rows = Rows(out) if matrix else None
+                rows = Rows(out) if self.matrix else None
                 for chunk in range(n_chunks):
                     keys, texts = self._copy_part(chunk, out, rows, forget_sentences)
                     if not forget_sentences:
@@ -250,7 +295,7 @@ class Parts:
         except Exception as e:
             if not is_write_failure(e):
                 raise
-            raise write_error(self.output, e, self._kept()) from e
+            raise write_error(self.output, e, _kept(self.directory)) from e
         shutil.rmtree(self.directory)
 
     def _copy_part(self, chunk: int, out: h5py.File, rows: Rows | None, forget_sentences: bool) -> tuple[
@@ -272,6 +317,10 @@ class Parts:
             raise ElmoError(f"{path}: cannot read this finished part ({first_line(e)}); delete it and rerun with "
                             "--resume to embed its lines again") from e
         return keys, texts
+
+
+def _kept(directory: Path) -> str:
+    return f"the finished parts in {directory} are kept: free space and rerun with --resume"
 
 
 HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, RecursionError)

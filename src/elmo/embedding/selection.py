@@ -1,12 +1,18 @@
 """Which vectors an output keeps: a layer (all, one, their average or a scalar mix), pooled over a sentence's tokens
 or not, in a stored dtype. One :class:`VectorSelection` serves ``elmo embed``, ``elmo serve``'s requests, the Python
-``Embedder`` and the Ray and Spark adapters, so the same words give the same numbers everywhere.
+``Embedder`` and every integration (Flair, spaCy, Ray Data, Spark), so the same words give the same numbers
+everywhere.
 
 Shapes, for one sentence of n tokens (boundaries already removed) with L LSTM layers of 2P outputs:
 
     layer all              (L + 1, n, 2P)   pooled: (L + 1, 2P)
     layer top / average /  (n, 2P)          pooled: (2P,)
     mix / an index
+
+``all`` means every layer, with its own axis, wherever an output can hold one (:meth:`VectorSelection.apply`). A tool
+that takes one flat vector per token (a Flair token embedding, spaCy's ``doc.tensor``) gets
+:meth:`VectorSelection.flat`: the same vectors, with the layers of ``all`` joined in layer order, (n, (L + 1) * 2P)
+(pooled: ((L + 1) * 2P,)).
 
 ``mix`` is ELMo's scalar mix, gamma * sum_j softmax(w)_j h_j, with the weights ``w`` given before the softmax (the
 numbers a trained mix stores: a task model's ``scalar_parameters``, a TF-Hub module's ``aggregation/weights``), so
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from elmo.settings import SettingError, check_settings, setting
+from elmo.settings import Setting, SettingError, check_settings, setting
 
 LAYERS = ("all", "top", "average", "mix")
 POOLS = ("none", "mean", "max", "first-last")
@@ -53,13 +59,20 @@ def mix_weights_of(value: object) -> tuple[float, ...] | None:
     return weights
 
 
+LAYER = Setting("all", "which layer: all, top, average (of all layers), mix (the scalar mix of --mix-weights and "
+                "--mix-gamma) or an index (0 = the token layer)", check=layer_choice, metavar="LAYER")
+"""Shared by :class:`VectorSelection` and the spaCy component, whose ``doc.tensor`` defaults to ``average``."""
+
+TOKEN_FIELDS = ("layer", "mix_weights", "mix_gamma")
+"""The selection settings of one flat vector per token (:meth:`VectorSelection.flat`: a Flair token embedding, spaCy's
+``doc.tensor``): no pooling, float32."""
+
+
 @dataclass(frozen=True)
 class VectorSelection:
     """What an output keeps of the (L + 1, n, 2P) layers of each sentence (shapes: the module's docstring)."""
 
-    layer: str = setting("all", "which layer: all, top, average (of all layers), mix (the scalar mix of "
-                         "--mix-weights and --mix-gamma) or an index (0 = the token layer)", check=layer_choice,
-                         metavar="LAYER")
+    layer: str = LAYER.field()
     pool: str = setting("none", "pool each sentence's tokens into one vector: none (token vectors), mean, max or "
                         "first-last (forward LM at the last token + backward LM at the first)", choices=POOLS)
     """Sentence boundaries are never pooled; an empty sentence pools to zeros."""
@@ -96,12 +109,25 @@ class VectorSelection:
         """The shape of one sentence's output without its token axis: (L + 1, 2P) or (2P,)."""
         return (num_layers, dim) if self.layer == "all" else (dim,)
 
+    def width(self, num_layers: int, dim: int) -> int:
+        """The length of one vector of :meth:`flat`: (L + 1) * 2P for layer ``all``, else 2P."""
+        return math.prod(self.shape(num_layers, dim))
+
     def apply(self, layers: np.ndarray) -> np.ndarray:
         """(L + 1, n, 2P) float32 -> this selection, in :attr:`dtype`."""
         chosen = self._layer(layers)  # (L + 1, n, 2P) or (n, 2P)
         if self.pooled:
             chosen = self._pool(chosen)
         return chosen.astype(self.dtype, copy=False)
+
+    def flat(self, layers: np.ndarray) -> np.ndarray:
+        """(L + 1, n, 2P) float32 -> one vector per token, (n, D), C-contiguous: :meth:`apply`, with the layers of
+        ``all`` joined in layer order (D = (L + 1) * 2P: a token's layer 0, then its layer 1, ...). Pooled: (D,)."""
+        chosen = self.apply(layers)
+        if self.layer == "all":
+            chosen = np.moveaxis(chosen, 0, -2)  # (n, L + 1, 2P), pooled (L + 1, 2P)
+            return np.ascontiguousarray(chosen).reshape(*chosen.shape[:-2], chosen.shape[-2] * chosen.shape[-1])
+        return np.ascontiguousarray(chosen)
 
     def _layer(self, layers: np.ndarray) -> np.ndarray:
         if self.layer == "all":

@@ -283,7 +283,7 @@ def _checked_datasets(
     expected = {e.dataset for e in entries}
     if not only_listed:
         for name in sorted(names):
-            if name in expected or _canonical_name(name) in expected or "softmax" in name:
+            if name in expected or canonical_name(name) in expected or "softmax" in name:
                 continue  # softmax weights are the LM head, not part of the biLM (the original skips them too)
             if token_inputs and (name in ("char_embed", "embedding") or name.startswith("CNN")):
                 continue  # a token-input biLM reads its token layer elsewhere and leaves the char CNN unused
@@ -330,7 +330,9 @@ def _dataset_blocks(dataset: h5py.Dataset, path: str, name: str) -> RowBlocks:
 _MULTI_CELL0, _SINGLE_CELL = "/RNN/MultiRNNCell/Cell0/LSTMCell/", "/RNN/LSTMCell/"
 
 
-def _canonical_name(name: str) -> str:
+def canonical_name(name: str) -> str:
+    """The map's spelling of a dataset name: a one-layer model's ``RNN_d/RNN/LSTMCell/...`` is
+    ``RNN_d/RNN/MultiRNNCell/Cell0/LSTMCell/...``."""
     return name.replace(_SINGLE_CELL, _MULTI_CELL0)
 
 

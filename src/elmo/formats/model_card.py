@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from elmo.formats.archives import describe_meta, is_archive, read_meta
+from elmo.formats.locations import elmo_home
 from elmo.formats.model_ref import FILES, PUBLISHED, SHIPPED, ModelRef
 from elmo.formats.native import CARD_FILE, NATIVE_CONFIG_FILE, NATIVE_LEXICON_FILE, NATIVE_WEIGHTS_FILE
-from elmo.formats.published import REGISTRY_FILE, elmo_home, model_path, read_registry, shipped_models
+from elmo.formats.published import REGISTRY_FILE, model_path, read_registry, shipped_models
 from elmo.formats.warm_state import WARM_STATE_FILE
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder

@@ -21,7 +21,8 @@ from typing import ClassVar
 
 from elmo.config import BiLMConfig
 from elmo.errors import ConfigError, WeightFileError
-from elmo.formats import archives, bilm_tf_checkpoint, manylangs, native, original, tf_hub
+from elmo.formats import archives, manylangs, native, original
+from elmo.formats.tensorflow import bilm_tf_checkpoint, tf_hub
 from elmo.formats.warm_state import attach_stored_warm_state
 from elmo.modules.bilm import BiLM
 

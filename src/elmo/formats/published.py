@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from elmo.errors import ElmoError, WeightFileError
+from elmo.formats.locations import PRETRAINED_DIR, elmo_home
 from elmo.formats.model_formats import load_path, recognise
 from elmo.formats.native import NATIVE_WEIGHTS_FILE, save_native
 from elmo.runtime.atomic_files import default_permissions
@@ -39,13 +40,6 @@ CHECKSUMS_FILE = "checksums.json"
 
 class ModelDownloadError(ElmoError):
     """A published model cannot be found, fetched or verified."""
-
-
-def elmo_home() -> Path:
-    if "ELMO_HOME" in os.environ:
-        return Path(os.environ["ELMO_HOME"]).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "elmo"
 
 
 def read_registry(path: str | os.PathLike | None = None) -> dict[str, dict]:
@@ -189,11 +183,6 @@ def _how_to_get(name: str, directory: Path, files: dict, reason: str) -> str:
         f"download {urls}, or pass a model directory or archive"
     )
 
-
-PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
-"""The models shipped inside the package, one folder each with its card (README.md), so that ELMo works offline on
-a fresh machine and after ``pip install``: ``demo`` (small, trained on public-domain novels) and ``corpus`` (the
-biLM the task experiments build on)."""
 
 DEMO_DIR = PRETRAINED_DIR / "demo"
 

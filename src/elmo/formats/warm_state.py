@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 
 from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.checked_reads import read_safetensors
+from elmo.formats.locations import PRETRAINED_DIR, elmo_home
 from elmo.modules.bilm import BiLM, BiLMState
 from elmo.modules.initial_state import check_state, stream_state
 from elmo.modules.token_vectors import TOKEN_ENCODERS, TokenVectors
@@ -110,8 +111,6 @@ def read_warm_state(path: str | os.PathLike, bilm: BiLM) -> BiLMState:
 def warm_state_directory(bilm: BiLM, model_dir: str | os.PathLike) -> Path:
     """Where the warm state of ``bilm``, loaded from ``model_dir``, is stored: that directory; for a model shipped
     in the package, which is read-only, the user's cache, ``$ELMO_HOME/warm-state/<weights fingerprint>/``."""
-    from elmo.formats.published import PRETRAINED_DIR, elmo_home  # it imports the modules that import this one
-
     directory = Path(model_dir)
     if directory.resolve().is_relative_to(PRETRAINED_DIR.resolve()):
         return elmo_home() / "warm-state" / weights_fingerprint(bilm)

@@ -30,7 +30,7 @@ from elmo.modules.manylangs_encoder import ManyLangsTokenEncoder
 from elmo.modules.scalar_mix import TrainedMix
 from elmo.modules.sequence import mask_from_ids, reverse_padded
 from elmo.modules.token_embedding import TokenEmbedding
-from elmo.runtime.threads import side_by_side
+from elmo.runtime.side_by_side import side_by_side
 
 BiLMState = tuple[torch.Tensor, torch.Tensor]
 """(h (2, L, B, P), c (2, L, B, C)); index 0 of the first axis is the forward direction."""

@@ -30,7 +30,6 @@ from elmo.config import N_CHARACTERS_INFERENCE, CharCNNConfig
 from elmo.modules.compiled import compile_enabled, run_compiled
 from elmo.modules.highway import Highway
 from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
-from elmo.runtime.threads import gemm_threads
 
 TOKENS_PER_CHUNK = 128
 """Tokens per conv GEMM: bounds the (chunk, W, F) activation (~50 MB for the 2048-filter CNN in float32)."""
@@ -141,16 +140,14 @@ class CharCNNEncoder(nn.Module):
         if self.highway is not None:
             x = self.highway(x)
         if self.projection is not None:
-            with gemm_threads(x.shape[0] * self.projection.weight.numel()):
-                x = self.projection(x)  # (N, P)
+            x = self.projection(x)  # (N, P)
         return x[:count]
 
     @staticmethod
     def _max_over_positions(windows: torch.Tensor, kernel: torch.Tensor, invalid: torch.Tensor | None = None):
         """windows (n, positions, E, K) -> max over the positions of every filter's response, (n, F), no bias."""
         n, positions, dim, k = windows.shape
-        with gemm_threads(n * positions * kernel.numel()):
-            responses = torch.matmul(windows.reshape(n * positions, dim * k), kernel)  # (n * positions, F)
+        responses = torch.matmul(windows.reshape(n * positions, dim * k), kernel)  # (n * positions, F)
         responses = responses.view(n, positions, -1)
         if invalid is not None:
             responses.masked_fill_(invalid, float("-inf"))

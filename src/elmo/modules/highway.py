@@ -12,7 +12,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from elmo.modules.compiled import compile_enabled, run_compiled
-from elmo.runtime.threads import gemm_threads
 
 _WHAT = "the highway layers"  # for the warning when compiling fails
 
@@ -37,9 +36,7 @@ class Highway(nn.Module):
                 y = run_compiled(highway_layer, _WHAT, x, carry.weight, carry.bias, transform.weight, transform.bias,
                                  dynamic=True)
             if y is None:
-                with gemm_threads(x.numel() * carry.out_features):
-                    gate, candidate = carry(x), transform(x)
-                y = _gated(gate, candidate, x)
+                y = _gated(carry(x), transform(x), x)
             x = y
         return x
 

@@ -24,16 +24,14 @@ from functools import partial
 
 import torch
 
+from elmo.config import MIN_WINDOW
 from elmo.modules.bilm import BiLM, BiLMState
 from elmo.modules.lstm import LstmStack, LstmState, step_windows
-from elmo.runtime.threads import side_by_side
+from elmo.runtime.side_by_side import side_by_side
 
 TokenLookup = Callable[[torch.Tensor], torch.Tensor]
 """``tokens(positions)``: the token-layer vectors at ``positions`` (B, w) of each row, (B, w, P); looked up per
 window, so the (B, T, P) token tensor of a long row is never built. Positions past a row's end are masked after."""
-
-MIN_WINDOW = 64
-"""Fewest steps of a window (but the whole call's own groups): the last piece of a group joins the one before."""
 
 
 def windows(lengths: torch.Tensor, window: int, group_rows: int) -> list[tuple[int, int]]:

@@ -9,7 +9,7 @@ paths chosen by what the call needs:
 - masked batches with gradients: step by step, one autograd node per step (:class:`~elmo.modules.lstm_kernel.LstmStep`),
   rows frozen after their last token;
 - inference (no autograd): rows sorted by length so step t touches only the n_t rows still running (no masking),
-  the forget offset folded into the input half once, small ops on one thread (:mod:`elmo.runtime.threads`).
+  the forget offset folded into the input half once.
 
 In every path the input half of the gates is one GEMM for all time steps (it does not depend on the recurrence),
 and the memory cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate rounding.
@@ -26,7 +26,6 @@ from elmo.modules.autocast import autocast_suspended
 from elmo.modules.lstm_kernel import LstmStep, cell_forward, fold_forget_bias, project
 from elmo.modules.lstm_window import run_windows
 from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
-from elmo.runtime.threads import gemm_threads, small_ops_on_one_thread
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
@@ -209,32 +208,27 @@ class LstmCellWithProjection(nn.Module):
         columns = CPU_GEMM_COLUMNS if inputs.device.type == "cpu" and dtype == torch.float32 else None
         buffer = inputs.new_empty(max((gemm_rows(rows) for *_, rows in windows), default=0), w_input_t.shape[1],
                                   dtype=dtype)
-        with small_ops_on_one_thread(inputs.device):
-            for start, stop, rows in windows:
-                packed = [sorted_inputs[t, : running[t]] for t in range(start, stop)]
-                if gemm_rows(rows) > rows:
-                    packed.append(sorted_inputs.new_zeros(gemm_rows(rows) - rows, sorted_inputs.shape[2]))
-                packed = torch.cat(packed)  # (rows', in)
-                x_gates = buffer[: len(packed)]  # (rows', 4C): step t's n_t rows follow step t-1's
-                with gemm_threads(rows * w_input_t.numel()):
-                    addmm_by_columns(x_gates, packed, w_input_t, self.input_linearity.bias, columns)
-                fold_forget_bias(x_gates, self.forget_bias)
-                offset = 0
-                for t in range(start, stop):
-                    n = running[t]
-                    h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P)
-                    gates = x_gates[offset : offset + n]  # (n, 4C)
-                    offset += n
-                    with gemm_threads(n * w_state_t.numel()):
-                        addmm_by_columns(gates, h_prev, w_state_t, columns=columns)
-                    # float32 from here: one cast per step (bf16), instead of one per mixed-dtype op
-                    *_, hidden = cell_forward(gates.float(), c[:n], None, self.cell_clip, exact_tanh=True,
-                                              in_place=True)
-                    if w_proj_t is None:
-                        out[t, :n] = hidden
-                        continue
-                    with gemm_threads(n * w_proj_t.numel()):
-                        project(hidden.to(dtype), w_proj_t, self.proj_clip, out=out[t, :n])  # (n, P)
+        for start, stop, rows in windows:
+            packed = [sorted_inputs[t, : running[t]] for t in range(start, stop)]
+            if gemm_rows(rows) > rows:
+                packed.append(sorted_inputs.new_zeros(gemm_rows(rows) - rows, sorted_inputs.shape[2]))
+            packed = torch.cat(packed)  # (rows', in)
+            x_gates = buffer[: len(packed)]  # (rows', 4C): step t's n_t rows follow step t-1's
+            addmm_by_columns(x_gates, packed, w_input_t, self.input_linearity.bias, columns)
+            fold_forget_bias(x_gates, self.forget_bias)
+            offset = 0
+            for t in range(start, stop):
+                n = running[t]
+                h_prev = h0[:n] if t == 0 else out[t - 1, :n]  # (n, P)
+                gates = x_gates[offset : offset + n]  # (n, 4C)
+                offset += n
+                addmm_by_columns(gates, h_prev, w_state_t, columns=columns)
+                # float32 from here: one cast per step (bf16), instead of one per mixed-dtype op
+                *_, hidden = cell_forward(gates.float(), c[:n], None, self.cell_clip, exact_tanh=True, in_place=True)
+                if w_proj_t is None:
+                    out[t, :n] = hidden
+                    continue
+                project(hidden.to(dtype), w_proj_t, self.proj_clip, out=out[t, :n])  # (n, P)
         h_final = self._final_outputs(out, lengths, h0)  # (B, P)
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(batch, device=order.device)

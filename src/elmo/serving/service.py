@@ -22,12 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-import torch
-
 from elmo.embedding.embedder import Embedder
 from elmo.errors import ElmoError
 from elmo.formats.model_ref import ModelRef
 from elmo.runtime.extras import require
+from elmo.runtime.threads import set_process_threads
 from elmo.serving.serve_options import ServeOptions
 
 log = logging.getLogger("elmo")
@@ -164,7 +163,7 @@ def worker_app():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     given = json.loads(os.environ[WORKER_SPEC])
     options = ServeOptions(**given["options"])
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // options.workers))  # the workers share the cores
+    set_process_threads((os.cpu_count() or 1) // options.workers)  # the workers share the cores
     spec = ModelSpec.from_json(given["spec"])
     embedder = Embedder(spec.load(), options.embed_options(), device=spec.device, model_name=spec.name)
     return create_app(embedder, options, spec.name, given["api_key"])

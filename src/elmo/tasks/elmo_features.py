@@ -11,6 +11,7 @@ Both are an :class:`~elmo.modules.elmo.ElmoHead` (the mixes, dropout and their p
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -26,6 +27,7 @@ from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
 from elmo.modules.elmo import Elmo, ElmoHead
 from elmo.runtime.hashing import digest_of, tensor_fingerprint
+from elmo.runtime.threads import small_ops_on_one_thread
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,9 @@ def elmo_representations(elmo: ElmoHead, mask: torch.Tensor, elmo_ids=None, elmo
     if isinstance(elmo, Elmo):
         if elmo_ids is None:
             raise ValueError("an on-the-fly ELMo model needs the batch's character ids")
-        return elmo(elmo_ids).representations
+        inference = not torch.is_grad_enabled()  # predicting: the CPU thread policy of inference, as the Embedder's
+        with small_ops_on_one_thread(elmo_ids.device) if inference else contextlib.nullcontext():
+            return elmo(elmo_ids).representations
     raise TypeError(f"unsupported ELMo module {type(elmo).__name__}")
 
 

@@ -4,7 +4,7 @@ The paper fine-tunes the biLM's LM objective on the task's text before freezing 
 without their softmax, so unless the model directory has the ``softmax.hdf5`` of ``elmo export`` *and* the same
 vocabulary, a fresh softmax over the new vocabulary is trained along with the biLM.
 
-A bilm-tf training directory (:mod:`elmo.formats.bilm_tf_checkpoint`) carries its softmax and Adagrad
+A bilm-tf training directory (:mod:`elmo.formats.tensorflow.bilm_tf_checkpoint`) carries its softmax and Adagrad
 accumulators: fine-tuning then continues that run. Its softmax is kept when ``--vocab`` has as many words as the
 softmax has rows (bilm-tf's directories do not keep the vocabulary: ``--vocab`` must be the file it was trained
 with; a ``vocab.txt`` in the directory, if any, must equal it), and every parameter's Adagrad accumulator starts
@@ -22,11 +22,11 @@ from typing import Any
 import torch
 
 from elmo.devices import checked_device
-from elmo.formats.bilm_tf_checkpoint import read_bilm_tf_training_state
 from elmo.formats.checked_reads import read_json
 from elmo.formats.model_formats import BilmTfCheckpointDir
 from elmo.formats.model_ref import ModelRef
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, read_softmax
+from elmo.formats.tensorflow.bilm_tf_checkpoint import read_bilm_tf_training_state
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_json_atomic
 from elmo.runtime.distributed import DistInfo

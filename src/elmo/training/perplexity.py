@@ -31,6 +31,7 @@ from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.formats.warm_state import warm_state_for
 from elmo.modules.language_model import BiLMLanguageModel
+from elmo.runtime.threads import small_ops_on_one_thread
 from elmo.sentences import read_sentences
 from elmo.settings import SettingError
 from elmo.shared_settings import INITIAL_STATES
@@ -144,7 +145,8 @@ def perplexity(
         groups = [[[s] for s in by_length[i : i + sentences_per_batch]]
                   for i in range(0, len(by_length), sentences_per_batch)]
         if initial_state == "warm":
-            start = warm_state_for(lm.bilm, lambda ws: _encode_words(lm, ws, device), (BOS_TOKEN, EOS_TOKEN))
+            with small_ops_on_one_thread(device):  # an entry point: the CPU thread policy of inference
+                start = warm_state_for(lm.bilm, lambda ws: _encode_words(lm, ws, device), (BOS_TOKEN, EOS_TOKEN))
     losses, count = [], 0
     for backward in (False, True):
         total, count = 0.0, 0
@@ -200,7 +202,8 @@ def _stream_loss(
         window = slice(start, start + unroll_steps)
         m = mask_t[:, window]  # (R, t)
         x = table[index_t[:, window]] * m.unsqueeze(-1).to(table.dtype)  # (R, t, P)
-        top, state = lm.direction_hidden(direction, x, state, None if bool(m.all()) else m)
+        with small_ops_on_one_thread(device):  # an entry point: the CPU thread policy of inference
+            top, state = lm.direction_hidden(direction, x, state, None if bool(m.all()) else m)
         waiting.append((top[m], target_t[:, window][m]))
         waiting_positions += len(waiting[-1][1])
         if waiting_positions >= softmax_positions or start + unroll_steps >= longest:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from elmo.runtime.atomic_files import write_atomic
 from elmo.runtime.extras import optional
 
 
@@ -36,6 +37,8 @@ def plot_history(history: list[dict], path: str | Path, loss_label: str) -> Path
     right.legend()
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))  # a full disk leaves no half a PNG
+    finally:
+        plt.close(fig)
     return path

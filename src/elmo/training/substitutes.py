@@ -27,6 +27,7 @@ from elmo.char_encoding import batch_to_ids, token_lists
 from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.modules.language_model import BiLMLanguageModel
+from elmo.runtime.threads import small_ops_on_one_thread
 from elmo.sentences import read_sentences
 from elmo.settings import SettingError
 from elmo.training.run_files import load_language_model
@@ -84,7 +85,8 @@ def _substitutes(
     width = lm.bilm.token_encoder.config.max_characters_per_token
     while batch := list(islice(sentences, batch_size)):
         ids = batch_to_ids(batch, width, add_sentence_boundaries=True).to(device)  # (B, T+2, W)
-        top = lm.bilm(ids).layers[-1]  # (B, T+2, 2P): [forward; backward]
+        with small_ops_on_one_thread(ids.device):  # an entry point: the CPU thread policy of inference
+            top = lm.bilm(ids).layers[-1]  # (B, T+2, 2P): [forward; backward]
         dim = top.shape[-1] // 2
         rows = torch.tensor([b for b, s in enumerate(batch) for _ in s], dtype=torch.long, device=top.device)
         positions = torch.tensor([i for s in batch for i in range(1, len(s) + 1)], dtype=torch.long,

@@ -419,7 +419,7 @@ class Trainer:
 
         if self.writer is not None:
             self.writer.close()
-        (self.spec.run_dir / "history.json").write_text(json.dumps(self.state.history, indent=1) + "\n")
+        write_text_atomic(self.spec.run_dir / "history.json", json.dumps(self.state.history, indent=1) + "\n")
         plot = plot_history(self.state.history, self.spec.run_dir / "training_curve.png", f"{self.loss_name} loss")
         if plot is not None:
             log.info("wrote %s", plot)

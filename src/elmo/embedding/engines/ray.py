@@ -2,7 +2,8 @@
 
 The driver (the ``elmo embed`` process) reads the input, cuts it into chunks and keeps the output's manifest, as it
 does with ``--engine local``; each actor loads the model once and, for every chunk it is given, embeds it and writes
-its HDF5 part or Parquet shard itself (:func:`~elmo.embedding.chunks.embed_chunk`, the local engine's code), so
+its file of the output itself (:func:`~elmo.embedding.chunks.embed_chunk` through the output's
+:class:`~elmo.embedding.chunks.ChunkWriter`, the local engine's code), so
 vectors never travel back through the driver and a worker's memory is one batch or one row group, whatever the input
 size. On a cluster the output directory must be on storage every node mounts.
 
@@ -20,11 +21,8 @@ killed when the run ends, however it ends.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import logging
 import os
-import re
 import resource
 import socket
 from collections.abc import Iterable, Iterator
@@ -33,18 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from elmo.embedding.chunks import Chunk, ChunkTarget, embed_chunk
-from elmo.embedding.contract import Progress, SentenceEmbedder
+from elmo.embedding.chunks import Chunk, ChunkWriter, Receipt, embed_chunk
+from elmo.embedding.contract import DescribedModel, Progress
 from elmo.embedding.embed_options import EmbedOptions, EngineOptions
-from elmo.embedding.parquet_output import ShardFiles
-from elmo.embedding.parts import Parts
 from elmo.embedding.selection import VectorSelection
 from elmo.errors import ConfigError, ElmoError
 from elmo.formats.model_ref import ModelRef
-from elmo.precision import Precision
-from elmo.runtime.extras import require
+from elmo.runtime.extras import loopback_only, ray_errors_to, require, threads_from_ray_allotment
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +74,6 @@ class ChunkWorker:
     def __init__(self, spec: WorkerModel) -> None:
         from elmo.embedding.embedder import Embedder
         from elmo.formats.alignment import read_alignment
-        from elmo.ray import threads_from_ray_allotment
 
         threads_from_ray_allotment(require("ray", "ray", WHAT))
         self.failed: ElmoError | None = None
@@ -94,46 +86,42 @@ class ChunkWorker:
             self.failed = e
 
     def describe(self) -> dict[str, Any]:
-        """What the driver's manifest records and checks: as the local embedder would give them."""
+        """Its model (what the driver's manifest records and checks: as the local embedder would give it), and the
+        worker's process id, node and peak resident memory."""
         if self.failed is not None:
             raise self.failed
-        e = self.embedder
-        return {"precision": e.precision, "num_layers": e.num_layers, "output_dim": e.output_dim,
-                "provenance": e.provenance(), "identity": e.identity(), "pid": os.getpid(),
-                "node": socket.gethostname(),
+        return {"model": DescribedModel.of(self.embedder), "pid": os.getpid(), "node": socket.gethostname(),
                 "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10}  # Linux: KiB
 
-    def embed(self, selection: VectorSelection, target: ChunkTarget, chunk: Chunk) -> dict | None:
-        directory = target.directory
+    def embed(self, selection: VectorSelection, writer: ChunkWriter, chunk: Chunk) -> Receipt:
+        directory = writer.directory
         if not directory.is_dir():
             raise ElmoError(f"{directory}: not found on Ray node {socket.gethostname()}: on a cluster the output must "
                             "be on storage every node mounts, under the same path")
-        return embed_chunk(self.embedder, selection, target, chunk)
+        return embed_chunk(self.embedder, selection, writer, chunk)
 
 
-class RayWorkers:
-    """The actor pool of one run, used as ``with RayWorkers(spec, engine) as workers``: ``workers`` is the file
-    job's :class:`~elmo.embedding.contract.SentenceEmbedder` (what the workers' models are, for the manifest) and its
-    :class:`~elmo.embedding.chunks.ChunkEngine`."""
+class RayEngine:
+    """The actor pool of one run, used as ``with RayEngine(spec, options) as engine``: the file job's
+    :class:`~elmo.embedding.chunks.ChunkEngine` while the block runs."""
 
-    def __init__(self, spec: WorkerModel, engine: EngineOptions) -> None:
+    def __init__(self, spec: WorkerModel, options: EngineOptions) -> None:
         if spec.options.stateful:
             raise ConfigError("--initial-state carry carries state through the whole file in order; --engine ray "
                               "embeds chunks side by side: use --initial-state zero or warm")
         spec.check()
         self.spec = spec
-        self.engine = engine
-        self.options = spec.options
+        self.options = options
         self.ray: Any = None
         self.actors: list[Any] = []
-        self.described: dict[str, Any] = {}
+        self._model: DescribedModel | None = None
         self._stack = ExitStack()
 
     # -- the pool's life ------------------------------------------------------------------------------------------
-    def __enter__(self) -> RayWorkers:
+    def __enter__(self) -> RayEngine:
         ray = self.ray = require("ray", "ray", WHAT)
         with ExitStack() as stack:
-            stack.enter_context(ray_session(ray, self.engine.address))
+            stack.enter_context(ray_session(ray, self.options.address))
             stack.callback(self._kill_actors)  # before the session ends (last in, first out)
             self._start_actors(ray)
             self._stack = stack.pop_all()
@@ -155,7 +143,7 @@ class RayWorkers:
         resources = ray.cluster_resources()
         cpus, gpus = int(resources.get("CPU", 0)), int(resources.get("GPU", 0))
         have, kind = (gpus, "GPUs") if gpu else (cpus, "CPUs")
-        workers = self.engine.workers or have
+        workers = self.options.workers or have
         if workers < 1 or workers > have:
             raise ConfigError(f"--workers {workers}: the Ray cluster has {have} {kind}, and each worker needs one of "
                               f"its own; lower --workers{'' if have else ' (or give the cluster ' + kind + ')'}")
@@ -171,45 +159,30 @@ class RayWorkers:
             raise ElmoError(f"{len(waiting)} of {workers} Ray workers were not placed and ready within "
                             f"{START_TIMEOUT_S:.0f} s (`ray status` shows what the cluster has free); lower --workers")
         described = [self._get(ref, "starting a worker") for ref in ready]
-        self.described = described[0]
+        self._model = described[0]["model"]
         log.info("Ray workers ready on %s", ", ".join(sorted({d["node"] for d in described})))
-
-    # -- SentenceEmbedder: what the workers' models are ----------------------------------------------------------
-    @property
-    def precision(self) -> Precision:
-        return self.described["precision"]
-
-    @property
-    def num_layers(self) -> int:
-        return self.described["num_layers"]
-
-    @property
-    def output_dim(self) -> int:
-        return self.described["output_dim"]
-
-    def provenance(self) -> dict[str, str]:
-        return dict(self.described["provenance"])
-
-    def identity(self) -> dict[str, object]:
-        return dict(self.described["identity"])
-
-    def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
-        raise ElmoError("the Ray workers embed whole chunks (RayWorkers is the file job's engine), not batches")
 
     def describe_workers(self) -> list[dict[str, Any]]:
         """Each worker's :meth:`ChunkWorker.describe`, now: its process id and node, its peak resident memory."""
         return [self._get(actor.describe.remote(), "asking a worker") for actor in self.actors]
 
     # -- ChunkEngine -------------------------------------------------------------------------------------------------
-    def __call__(self, embedder: SentenceEmbedder, selection: VectorSelection, target: ChunkTarget,
-                 chunks: Iterable[Chunk], progress: Progress | None = None) -> Iterator[tuple[Chunk, dict | None]]:
+    @property
+    def model(self) -> DescribedModel:
+        """The workers' model, as the first one described it when the pool started."""
+        if self._model is None:
+            raise ElmoError("the Ray workers are not started: use the engine as `with RayEngine(...) as engine`")
+        return self._model
+
+    def run(self, selection: VectorSelection, writer: ChunkWriter, chunks: Iterable[Chunk],
+            progress: Progress | None = None) -> Iterator[tuple[Chunk, Receipt]]:
         """Each chunk to the next free worker; yields them as they finish."""
         ray = self.ray
-        target = _absolute(target)  # a worker's working directory is not the driver's
+        writer = writer.absolute()  # a worker's working directory is not the driver's
         idle = list(self.actors)
         running: dict[Any, tuple[Chunk, Any]] = {}  # task -> its chunk and actor
 
-        def finished() -> Iterator[tuple[Chunk, dict | None]]:
+        def finished() -> Iterator[tuple[Chunk, Receipt]]:
             while True:
                 done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
                 if done:
@@ -217,18 +190,18 @@ class RayWorkers:
                 if progress is not None:
                     progress(0, 0)  # a stop request (SIGINT/SIGTERM) ends the run here, between checks
             chunk, actor = running.pop(done[0])
-            entry = self._get(done[0], f"embedding chunk {chunk.index} (lines {chunk.lines[0]}-{chunk.lines[-1]})")
+            receipt = self._get(done[0], f"embedding chunk {chunk.index} (lines {chunk.lines[0]}-{chunk.lines[-1]})")
             idle.append(actor)
             if progress is not None:
                 progress(len(chunk.sentences), sum(len(s) for s in chunk.sentences))
-            yield chunk, entry
+            yield chunk, receipt
 
         try:
             for chunk in chunks:
                 while not idle:
                     yield from finished()
                 actor = idle.pop()
-                running[actor.embed.remote(selection, target, chunk)] = (chunk, actor)
+                running[actor.embed.remote(selection, writer, chunk)] = (chunk, actor)
             while running:
                 yield from finished()
         except BaseException:  # a bad input line, a stop request: no worker may rename a shard after this
@@ -254,12 +227,6 @@ class RayWorkers:
                             "the finished chunks are kept: rerun with --resume") from None
 
 
-def _absolute(target: ChunkTarget) -> ChunkTarget:
-    if isinstance(target, ShardFiles):
-        return dataclasses.replace(target, directory=target.directory.absolute())
-    return Parts(target.output.absolute(), target.manifest)
-
-
 @contextmanager
 def ray_session(ray: Any, address: str | None) -> Iterator[None]:
     """Join the cluster at ``address``, or start a Ray instance on this machine for the run (loopback only: Ray
@@ -270,7 +237,7 @@ def ray_session(ray: Any, address: str | None) -> Iterator[None]:
         yield
         return
     with ExitStack() as session:
-        session.enter_context(ray_errors_to_the_log())
+        session.enter_context(ray_errors_to(log))
         _start_ray(ray, address)
         session.callback(ray.shutdown)
         yield
@@ -289,30 +256,6 @@ def _start_ray(ray: Any, address: str | None) -> None:
                             "`ray start --head`, or drop --address to run one on this machine for this run") from None
 
 
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@contextmanager
-def ray_errors_to_the_log() -> Iterator[None]:
-    """The driver of a Ray session prints every error its raylet reports (a worker killed, "There are 2 retries
-    remaining, so the task will be retried"), in colour, to stdout, from a thread ``ray.init`` starts, whatever
-    ``log_to_driver`` says. A run of ours says itself what matters (a worker that stays dead is one error line), so
-    those lines go to this module's log at DEBUG instead, without the colour codes (``log_to_driver=False`` keeps
-    the workers' own output away too)."""
-    worker = importlib.import_module("ray._private.worker")  # no public switch; the name its thread calls
-    printed = worker.print_to_stdstream
-
-    def to_the_log(data: dict, ignore_prefix: bool = False) -> None:
-        for line in data.get("lines", []):
-            log.debug("ray (%s): %s", data.get("pid"), ANSI_ESCAPE.sub("", str(line)))
-
-    worker.print_to_stdstream = to_the_log
-    try:
-        yield
-    finally:
-        worker.print_to_stdstream = printed
-
-
 def _check_reachable(ray: Any, address: str) -> None:
     """A HOST:PORT that answers nothing is one line at once, not Ray's minute of retries."""
     if address == "auto" or "://" in address:
@@ -326,23 +269,3 @@ def _check_reachable(ray: Any, address: str) -> None:
     except OSError as e:
         raise ElmoError(f"--address {address}: cannot reach a Ray cluster there ({e.strerror or e}); check the "
                         "address `ray start --head` printed, or drop --address to run one on this machine") from None
-
-
-@contextmanager
-def loopback_only(ray: Any) -> Iterator[None]:
-    """Ray >= 2 takes the machine's routable address even for ``_node_ip_address="127.0.0.1"``; with its cluster
-    mode off it binds 127.0.0.1, as on macOS and Windows (read by this process at import, by the processes
-    ``ray.init`` starts from the environment)."""
-    constants = importlib.import_module("ray._private.ray_constants")
-    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    cluster, constants.ENABLE_RAY_CLUSTER = constants.ENABLE_RAY_CLUSTER, False
-    try:
-        yield
-    finally:
-        constants.ENABLE_RAY_CLUSTER = cluster
-        if saved is None:
-            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-        else:
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
-

@@ -1,10 +1,10 @@
 """The few facts a TF-Hub ELMo module keeps only in its graph, read from ``saved_model.pb`` without TensorFlow.
 
 A hub module's variables give every size of the biLM, but not its char CNN activation, its clip values, its
-residual switch or its word length: those are graph ops. This module walks the protobuf wire format (tags, varints,
-length-delimited fields: no generated code, no protobuf package) of ``SavedModel -> MetaGraphDef -> GraphDef`` and
-its function library, keeps each node's name, op, inputs and attributes, and reads from them what bilm-tf's graph
-builder (``bilm/model.py``) leaves behind:
+residual switch or its word length: those are graph ops. This module walks ``SavedModel -> MetaGraphDef ->
+GraphDef`` and its function library with the wire-format reader of :mod:`elmo.formats.tensorflow.protobuf` (no
+generated code, no protobuf package), keeps each node's name, op, inputs and attributes, and reads from them what
+bilm-tf's graph builder (``bilm/model.py``) leaves behind:
 
 * activation: the ``Relu`` or ``Tanh`` applied to each convolution's ``MaxPool``;
 * ``max_characters_per_token``: the ``MaxPool`` of convolution i spans ``max_chars - width_i + 1`` positions
@@ -18,62 +18,28 @@ Evidence, not absence: "no clip" and "no residual" are facts only where the grap
 be part of. A cell counts as computed when its ``lstm_cell`` scope holds the gates' ``MatMul`` and the ``Sigmoid``
 and ``Tanh`` of the cell (variables named ``.../lstm_cell/kernel`` and their initialisers are not the computation);
 the projection counts when a ``MatMul`` multiplies by the ``projection/kernel`` variable. A fact the graph does not
-show stays unknown (None, or False for the ``*_seen`` flags) and the reader falls back (formats/tf_hub.py).
+show stays unknown (None, or False for the ``*_seen`` flags) and the reader falls back (formats/tensorflow/tf_hub.py).
 """
 
 from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from elmo.errors import WeightFileError
-from elmo.formats.tf_bundle import read_varint
+from elmo.formats.tensorflow.protobuf import (
+    BYTES,
+    FIXED32,
+    FIXED64,
+    VARINT,
+    MalformedMessage,
+    fields,
+    messages,
+    packed_varints,
+)
 
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
 _FLOAT_TYPES = {1, 2, 14, 19}  # DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF
-
-
-class _Malformed(ValueError):
-    pass
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    try:
-        return read_varint(data, pos, "")
-    except WeightFileError:
-        raise _Malformed(f"truncated varint at byte {pos}") from None
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) of one message: an int for varints and fixed fields, bytes otherwise."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == _VARINT:
-            value, pos = _varint(data, pos)
-        elif wire == _BYTES:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise _Malformed(f"field {number} runs past the end of its message")
-            value, pos = data[pos:pos + size], pos + size
-        elif wire == _FIXED32:
-            value, pos = int.from_bytes(data[pos:pos + 4], "little"), pos + 4
-        elif wire == _FIXED64:
-            value, pos = int.from_bytes(data[pos:pos + 8], "little"), pos + 8
-        else:
-            raise _Malformed(f"unsupported wire type {wire} (field {number})")
-        if pos > len(data):
-            raise _Malformed("message ends inside a field")
-        yield number, wire, value
-
-
-def _messages(data: bytes, number: int) -> Iterator[bytes]:
-    for n, wire, value in _fields(data):
-        if n == number and wire == _BYTES:
-            yield value  # type: ignore[misc]
 
 
 @dataclass
@@ -87,8 +53,8 @@ class Node:
 
 def _node(data: bytes) -> Node:
     node = Node("", "")
-    for number, wire, value in _fields(data):
-        if wire != _BYTES:
+    for number, wire, value in fields(data):
+        if wire != BYTES:
             continue
         if number == 1:
             node.name = value.decode("utf-8", "replace")
@@ -98,10 +64,10 @@ def _node(data: bytes) -> Node:
             node.inputs.append(value.decode("utf-8", "replace"))
         elif number == 5:  # map<string, AttrValue> entries
             key, attr = "", b""
-            for n, w, v in _fields(value):
-                if n == 1 and w == _BYTES:
+            for n, w, v in fields(value):
+                if n == 1 and w == BYTES:
                     key = v.decode("utf-8", "replace")
-                elif n == 2 and w == _BYTES:
+                elif n == 2 and w == BYTES:
                     attr = v
             node.attrs[key] = _checked_attr(attr)
     return node
@@ -119,55 +85,52 @@ def read_graphs(data: bytes, source: str) -> list[list[Node]]:
     function in its library)."""
     graphs = []
     try:
-        for meta_graph in _messages(data, 2):  # SavedModel.meta_graphs
+        for meta_graph in messages(data, 2):  # SavedModel.meta_graphs
             nodes = []
-            for graph_def in _messages(meta_graph, 2):  # MetaGraphDef.graph_def
-                nodes += [_node(n) for n in _messages(graph_def, 1)]  # GraphDef.node
-                for library in _messages(graph_def, 2):  # GraphDef.library
-                    for function in _messages(library, 1):  # FunctionDefLibrary.function
-                        nodes += [_node(n) for n in _messages(function, 3)]  # FunctionDef.node_def
+            for graph_def in messages(meta_graph, 2):  # MetaGraphDef.graph_def
+                nodes += [_node(n) for n in messages(graph_def, 1)]  # GraphDef.node
+                for library in messages(graph_def, 2):  # GraphDef.library
+                    for function in messages(library, 1):  # FunctionDefLibrary.function
+                        nodes += [_node(n) for n in messages(function, 3)]  # FunctionDef.node_def
             graphs.append(nodes)
-    except _Malformed as e:
+    except MalformedMessage as e:
         raise WeightFileError(f"{source}: not a readable SavedModel ({e})") from e
     return graphs
 
 
 def _attr_type(attr: bytes) -> int | None:
-    return next((v for n, w, v in _fields(attr) if n == 6 and w == _VARINT), None)  # type: ignore[return-value]
+    return next((v for n, w, v in fields(attr) if n == 6 and w == VARINT), None)  # type: ignore[return-value]
 
 
 def _attr_ints(attr: bytes) -> list[int]:
     """``AttrValue.list.i`` (packed or not)."""
     values: list[int] = []
-    for listed in _messages(attr, 1):
-        for n, w, v in _fields(listed):
-            if n == 3 and w == _VARINT:
+    for listed in messages(attr, 1):
+        for n, w, v in fields(listed):
+            if n == 3 and w == VARINT:
                 values.append(v)  # type: ignore[arg-type]
-            elif n == 3 and w == _BYTES:
-                pos = 0
-                while pos < len(v):
-                    item, pos = _varint(v, pos)  # type: ignore[arg-type]
-                    values.append(item)
+            elif n == 3 and w == BYTES:
+                values.extend(packed_varints(v))  # type: ignore[arg-type]
     return values
 
 
 def _tensor_scalar(attr: bytes) -> float | None:
     """The first value of a float ``AttrValue.tensor`` (a Const's ``value``), or None."""
-    for tensor in _messages(attr, 8):
+    for tensor in messages(attr, 8):
         dtype = 1
-        for n, w, v in _fields(tensor):
-            if n == 1 and w == _VARINT:
+        for n, w, v in fields(tensor):
+            if n == 1 and w == VARINT:
                 dtype = v  # type: ignore[assignment]
-        for n, w, v in _fields(tensor):
-            if n == 5 and w == _FIXED32:  # float_val, unpacked
+        for n, w, v in fields(tensor):
+            if n == 5 and w == FIXED32:  # float_val, unpacked
                 return struct.unpack("<f", v.to_bytes(4, "little"))[0]  # type: ignore[union-attr]
-            if n == 5 and w == _BYTES and len(v) >= 4:  # float_val, packed
+            if n == 5 and w == BYTES and len(v) >= 4:  # float_val, packed
                 return struct.unpack("<f", v[:4])[0]  # type: ignore[index]
-            if n == 6 and w == _FIXED64:  # double_val
+            if n == 6 and w == FIXED64:  # double_val
                 return struct.unpack("<d", v.to_bytes(8, "little"))[0]  # type: ignore[union-attr]
-            if n == 6 and w == _BYTES and len(v) >= 8:
+            if n == 6 and w == BYTES and len(v) >= 8:
                 return struct.unpack("<d", v[:8])[0]  # type: ignore[index]
-            if n == 4 and w == _BYTES:  # tensor_content
+            if n == 4 and w == BYTES:  # tensor_content
                 if dtype == 1 and len(v) >= 4:
                     return struct.unpack("<f", v[:4])[0]  # type: ignore[index]
                 if dtype == 2 and len(v) >= 8:

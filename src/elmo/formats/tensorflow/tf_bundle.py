@@ -6,15 +6,16 @@ here means none of them needs TensorFlow installed. The layout, as TensorFlow wr
 
 * ``PREFIX.index`` is a LevelDB-style sorted table. Its last 48 bytes are the footer: two block handles (varint
   offset, varint size; the metaindex block, then the index block), zero padding, and the magic number
-  ``0xdb4775248b80fb57``. Each block is followed by a 1-byte compression type (TensorFlow writes bundles
-  uncompressed; a Snappy block is decoded too) and the masked CRC32C of block + type byte. A block holds
-  prefix-compressed entries (varint shared, unshared and value lengths, the key's new bytes, the value), then the
-  restart offsets (uint32 each) and their count. The index block's values are the data blocks' handles.
+  ``0xdb4775248b80fb57``. Each block is followed by a 1-byte compression type (0: TensorFlow writes bundles
+  uncompressed; a block marked with LevelDB's Snappy, 1, is refused) and the masked CRC32C of block + type byte.
+  A block holds prefix-compressed entries (varint shared, unshared and value lengths, the key's new bytes, the
+  value), then the restart offsets (uint32 each) and their count. The index block's values are the data blocks'
+  handles.
 * The entry with the empty key is a ``BundleHeaderProto`` (``num_shards`` = 1, ``endianness`` = 2, ``version`` = 3);
   every other key is a tensor name and its value a ``BundleEntryProto``: ``dtype`` = 1 (TensorFlow's DataType enum),
   ``shape`` = 2 (``TensorShapeProto``: repeated ``dim`` = 2, each with ``size`` = 1), ``shard_id`` = 3, ``offset``
-  = 4, ``size`` = 5, ``crc32c`` = 6 (fixed32, masked), ``slices`` = 7. The protobufs are decoded by the few lines of
-  wire format below, so no generated code is needed.
+  = 4, ``size`` = 5, ``crc32c`` = 6 (fixed32, masked), ``slices`` = 7. The protobufs are decoded by the wire-format
+  reader of :mod:`elmo.formats.tensorflow.protobuf`, so no generated code is needed.
 * A variable saved in slices (a partitioned variable, or one TensorFlow split to keep shards under a size) has an
   entry with its full shape and ``slices`` set, and one entry per slice under a key in TensorFlow's "ordered code"
   (a 0 byte, the escaped name ending in ``00 01``, the rank, then each dimension's start and length, -1 for all):
@@ -48,7 +49,8 @@ import numpy as np
 
 from elmo.errors import WeightFileError
 from elmo.formats.checked_reads import all_finite, read_whole
-from elmo.formats.crc32c import crc32c, unmask
+from elmo.formats.tensorflow.crc32c import crc32c, unmask
+from elmo.formats.tensorflow.protobuf import decoding, fields, read_varint
 
 _MAGIC = 0xDB4775248B80FB57
 _FOOTER = 48
@@ -73,56 +75,9 @@ _DTYPES: dict[int, tuple[str, str]] = {
     22: ("uint32", "<u4"),
     23: ("uint64", "<u8"),
 }
-_BFLOAT16 = 14
-_STRING = 7
 _FLOATS = {"float32", "float16", "bfloat16", "float64"}
 MAX_SLICES = 1024
 """Slices of one variable (TensorFlow partitions a variable into a few dozen at most)."""
-
-
-# --- protobuf wire format: just enough for BundleHeaderProto and BundleEntryProto -----------------------------------
-
-
-def read_varint(data: bytes | memoryview, pos: int, where: str) -> tuple[int, int]:
-    """A protobuf varint at ``pos`` -> (value, position after it); also graph_def.py's."""
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise WeightFileError(f"{where}: malformed varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(data: bytes | memoryview, where: str, kinds: dict[int, type] | None = None
-            ) -> list[tuple[int, int | bytes]]:
-    """(field number, value) of each field of a protobuf message: varints as ints, fixed32/64 as ints,
-    length-delimited as bytes. ``kinds``: the fields read (number -> int or bytes), each held to its kind."""
-    fields: list[tuple[int, int | bytes]] = []
-    pos = 0
-    while pos < len(data):
-        key, pos = read_varint(data, pos, where)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = read_varint(data, pos, where)
-        elif wire == 1:
-            value, pos = int.from_bytes(data[pos : pos + 8], "little"), pos + 8
-        elif wire == 2:
-            length, pos = read_varint(data, pos, where)
-            value, pos = bytes(data[pos : pos + length]), pos + length
-        elif wire == 5:
-            value, pos = int.from_bytes(data[pos : pos + 4], "little"), pos + 4
-        else:
-            raise WeightFileError(f"{where}: unsupported protobuf wire type {wire}")
-        if pos > len(data):
-            raise WeightFileError(f"{where}: truncated protobuf message")
-        if kinds is not None and number in kinds and not isinstance(value, kinds[number]):
-            raise WeightFileError(f"{where}: malformed protobuf message (field {number} has the wrong wire type)")
-        fields.append((number, value))
-    return fields
 
 
 @dataclass(frozen=True)
@@ -144,30 +99,28 @@ _ENTRY_FIELDS = {1: int, 2: bytes, 3: int, 4: int, 5: int, 6: int, 7: bytes}
 
 def _decode_entry(value: bytes, where: str) -> BundleEntry:
     dtype, shape, shard, offset, size, crc, sliced = 0, [], 0, 0, 0, 0, False
-    for number, field in _fields(value, where, _ENTRY_FIELDS):
-        if number == 1:
-            dtype = field
-        elif number == 2:
-            for dim_number, dim in _fields(field, where, {2: bytes}):
-                if dim_number == 2:
-                    size_fields = [v for n, v in _fields(dim, where, {1: int}) if n == 1]
-                    shape.append(size_fields[-1] if size_fields else 0)
-                elif dim_number == 3 and dim:
-                    raise WeightFileError(f"{where}: tensor of unknown rank")
-        elif number == 3:
-            shard = field
-        elif number == 4:
-            offset = field
-        elif number == 5:
-            size = field
-        elif number == 6:
-            crc = unmask(field)
-        elif number == 7:
-            sliced = True
+    with decoding(where):
+        for number, _, field in fields(value, _ENTRY_FIELDS):
+            if number == 1:
+                dtype = field
+            elif number == 2:
+                for dim_number, _, dim in fields(field, {2: bytes}):
+                    if dim_number == 2:
+                        size_fields = [v for n, _, v in fields(dim, {1: int}) if n == 1]
+                        shape.append(size_fields[-1] if size_fields else 0)
+                    elif dim_number == 3 and dim:
+                        raise WeightFileError(f"{where}: tensor of unknown rank")
+            elif number == 3:
+                shard = field
+            elif number == 4:
+                offset = field
+            elif number == 5:
+                size = field
+            elif number == 6:
+                crc = unmask(field)
+            elif number == 7:
+                sliced = True
     return BundleEntry(int(dtype), tuple(int(d) for d in shape), int(shard), int(offset), int(size), crc, sliced)
-
-
-# --- the sorted table of the .index file ---------------------------------------------------------------------------
 
 
 # --- the keys of slices (tensorflow/core/lib/strings/ordered_code.cc) ---------------------------------------------
@@ -225,6 +178,9 @@ def _decode_slice_key(key: bytes, where: str) -> tuple[str, tuple[tuple[int, int
     return name, tuple(extents)
 
 
+# --- the sorted table of the .index file ---------------------------------------------------------------------------
+
+
 def _block(index: bytes, offset: int, size: int, where: str) -> bytes:
     if offset + size + _TRAILER > len(index):
         raise WeightFileError(f"{where}: block at byte {offset} runs past the end of the file (truncated?)")
@@ -235,8 +191,9 @@ def _block(index: bytes, offset: int, size: int, where: str) -> bytes:
         raise WeightFileError(f"{where}: CRC32C mismatch in the block at byte {offset} (the file is damaged)")
     if kind == 0:
         return contents
-    if kind == 1:
-        return _snappy_decompress(contents, where)
+    if kind == 1:  # LevelDB's default; TensorFlow turns it off for bundles
+        raise WeightFileError(f"{where}: block at byte {offset} is compressed with Snappy, which TensorFlow does not "
+                              "write for checkpoints; not supported")
     raise WeightFileError(f"{where}: block at byte {offset} has unknown compression type {kind}")
 
 
@@ -249,9 +206,9 @@ def _block_entries(block: bytes, where: str) -> list[tuple[bytes, bytes]]:
         raise WeightFileError(f"{where}: malformed block (restart array larger than the block)")
     entries, key, pos = [], b"", 0
     while pos < end:
-        shared, pos = read_varint(block, pos, where)
-        unshared, pos = read_varint(block, pos, where)
-        value_length, pos = read_varint(block, pos, where)
+        shared, pos = read_varint(block, pos)
+        unshared, pos = read_varint(block, pos)
+        value_length, pos = read_varint(block, pos)
         if shared > len(key) or pos + unshared + value_length > end:
             raise WeightFileError(f"{where}: malformed block entry at byte {pos}")
         key = key[:shared] + block[pos : pos + unshared]
@@ -259,45 +216,6 @@ def _block_entries(block: bytes, where: str) -> list[tuple[bytes, bytes]]:
         entries.append((key, block[pos : pos + value_length]))
         pos += value_length
     return entries
-
-
-def _snappy_decompress(data: bytes, where: str) -> bytes:
-    """Snappy's raw format (LevelDB's default block compression; TensorFlow does not use it for bundles)."""
-    length, pos = read_varint(data, 0, where)
-    out = bytearray()
-    while pos < len(data):
-        tag = data[pos]
-        pos += 1
-        kind = tag & 3
-        operand = (tag >> 2) - 59 if kind == 0 and tag >> 2 >= 60 else (0, 1, 2, 4)[kind]
-        if pos + operand > len(data) or len(out) > length:  # cut inside a tag, or more than it declares
-            raise WeightFileError(f"{where}: malformed Snappy block")
-        if kind == 0:  # literal
-            n = tag >> 2
-            if n >= 60:
-                extra = n - 59
-                n = int.from_bytes(data[pos : pos + extra], "little")
-                pos += extra
-            n += 1
-            out += data[pos : pos + n]
-            pos += n
-            continue
-        if kind == 1:
-            n, offset = ((tag >> 2) & 7) + 4, ((tag >> 5) << 8) | data[pos]
-            pos += 1
-        elif kind == 2:
-            n, offset = (tag >> 2) + 1, int.from_bytes(data[pos : pos + 2], "little")
-            pos += 2
-        else:
-            n, offset = (tag >> 2) + 1, int.from_bytes(data[pos : pos + 4], "little")
-            pos += 4
-        if offset == 0 or offset > len(out):
-            raise WeightFileError(f"{where}: malformed Snappy block")
-        for _ in range(n):  # copies may overlap their own output
-            out.append(out[-offset])
-    if len(out) != length:
-        raise WeightFileError(f"{where}: malformed Snappy block")
-    return bytes(out)
 
 
 def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
@@ -309,15 +227,16 @@ def _read_table(path: Path) -> list[tuple[bytes, bytes]]:
     if len(index) < _FOOTER or int.from_bytes(index[-8:], "little") != _MAGIC:
         raise WeightFileError(f"{where}: not a TensorFlow checkpoint index (no table footer)")
     footer = index[-_FOOTER:-8]
-    _, pos = read_varint(footer, 0, where)  # the metaindex block: empty in bundles
-    _, pos = read_varint(footer, pos, where)
-    index_offset, pos = read_varint(footer, pos, where)
-    index_size, pos = read_varint(footer, pos, where)
     entries = []
-    for _, handle in _block_entries(_block(index, index_offset, index_size, where), where):
-        offset, pos = read_varint(handle, 0, where)
-        size, _ = read_varint(handle, pos, where)
-        entries.extend(_block_entries(_block(index, offset, size, where), where))
+    with decoding(where):
+        _, pos = read_varint(footer, 0)  # the metaindex block: empty in bundles
+        _, pos = read_varint(footer, pos)
+        index_offset, pos = read_varint(footer, pos)
+        index_size, pos = read_varint(footer, pos)
+        for _, handle in _block_entries(_block(index, index_offset, index_size, where), where):
+            offset, pos = read_varint(handle, 0)
+            size, _ = read_varint(handle, pos)
+            entries.extend(_block_entries(_block(index, offset, size, where), where))
     return entries
 
 
@@ -350,11 +269,12 @@ class TensorBundle:
         self.num_shards, self.big_endian = 1, False
         for key, value in _read_table(self.index_path):
             if key == b"":
-                for number, field in _fields(value, where, {1: int, 2: int}):
-                    if number == 1:
-                        self.num_shards = int(field)
-                    elif number == 2:
-                        self.big_endian = field == 1
+                with decoding(f"{where}: the bundle's header"):
+                    for number, _, field in fields(value, {1: int, 2: int}):
+                        if number == 1:
+                            self.num_shards = int(field)
+                        elif number == 2:
+                            self.big_endian = field == 1
             elif key[0] == 0:  # one slice of a variable saved in slices
                 name, extents = _decode_slice_key(key, where)
                 self._slices.setdefault(name, []).append((extents, _decode_entry(value, f"{where}: '{name}'")))
@@ -385,11 +305,6 @@ class TensorBundle:
         """The dtype :meth:`read` returns (bfloat16 widened to float32; strings as Python bytes objects)."""
         stored, numpy_dtype = self._dtype_info(name)
         return np.dtype(np.float32) if stored == "bfloat16" else np.dtype(numpy_dtype).newbyteorder("=")
-
-    def nbytes(self, name: str) -> int:
-        """Bytes the tensor takes in the file."""
-        entry = self.entry(name)
-        return sum(e.size for _, e in self._slices.get(name, [])) if entry.sliced else entry.size
 
     def shard_path(self, shard: int) -> Path:
         return Path(f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}")
@@ -593,9 +508,10 @@ class TensorBundle:
         data = raw.tobytes()
         where = f"{self.shard_path(entry.shard)}: tensor '{name}'"
         lengths, pos = [], 0
-        for _ in range(count):
-            length, pos = read_varint(data, pos, where)
-            lengths.append(length)
+        with decoding(where):
+            for _ in range(count):
+                length, pos = read_varint(data, pos)
+                lengths.append(length)
         # The checksum covers each length as a little-endian uint32 (uint64 past 4 GiB), not as the varint stored.
         crc = crc32c(b"".join(n.to_bytes(4 if n <= 0xFFFFFFFF else 8, "little") for n in lengths))
         crc = crc32c(data[pos : pos + 4], crc)

@@ -2,8 +2,8 @@
 
 A hub module is a folder (``tfhub_module.pb`` for the TF1 hub format, ``saved_model.pb``, ``variables/``) or its
 ``.tar.gz``/``.tgz`` as the hub and DeepPavlov serve it. Its variables are a TensorFlow tensor bundle
-(:mod:`elmo.formats.tf_bundle`) holding bilm-tf's graph variables, so the weights map one to one onto the HDF5
-layout (:mod:`elmo.formats.hdf5`) under other names:
+(:mod:`elmo.formats.tensorflow.tf_bundle`) holding bilm-tf's graph variables, so the weights map one to one onto the
+HDF5 layout (:mod:`elmo.formats.hdf5`) under other names:
 
 ================================================================ ===========================================
 hub variable                                                     HDF5 dataset (same layout)
@@ -26,8 +26,8 @@ Every size comes from the variables' shapes, checked against each other (the fir
 and against the limits of :mod:`elmo.config`; the biLM is built on the meta device, every variable it needs is held
 to the bytes its data shard has, and only then are they read, block by block, into the parameters. The activation,
 clips, residual switch and word length are graph ops only: they come from an ``options.json`` beside the module,
-else from the ops of ``saved_model.pb`` that compute them (:mod:`elmo.formats.graph_def`), else from bilm-tf's
-published defaults, with a warning that names them; the load's log line says which value came from where.
+else from the ops of ``saved_model.pb`` that compute them (:mod:`elmo.formats.tensorflow.graph_def`), else from
+bilm-tf's published defaults, with a warning that names them; the load's log line says which value came from where.
 
 An archive is read in one pass over its compressed stream, within the caps of :mod:`elmo.formats.archive_limits`
 (inflated bytes, compression ratio, number of entries); only the module's own files are written, into a temporary
@@ -62,11 +62,11 @@ from elmo.config import (
 )
 from elmo.errors import ConfigError, ElmoError, WeightFileError
 from elmo.formats.archive_limits import COPY_CHUNK, CappedStream, check_member_count
-from elmo.formats.bilm_tf_checkpoint import describe_settings
 from elmo.formats.checked_reads import fill_by_module, read_json, read_whole
-from elmo.formats.graph_def import GraphFacts, graph_facts, read_graphs
 from elmo.formats.hdf5 import WeightEntry, cell_order, entry_params, expected_dataset_shape, weight_entries
-from elmo.formats.tf_bundle import TensorBundle
+from elmo.formats.tensorflow.bilm_tf_checkpoint import describe_settings
+from elmo.formats.tensorflow.graph_def import GraphFacts, graph_facts, read_graphs
+from elmo.formats.tensorflow.tf_bundle import TensorBundle
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.scalar_mix import TrainedMix
 

@@ -44,13 +44,13 @@ from elmo.errors import WeightFileError
 from elmo.formats.checked_reads import all_finite, fill_by_module, read_json, read_whole
 from elmo.formats.hdf5 import (
     WeightEntry,
-    _canonical_name,
+    canonical_name,
     cell_order,
     entry_params,
     expected_dataset_shape,
     weight_entries,
 )
-from elmo.formats.tf_bundle import TensorBundle
+from elmo.formats.tensorflow.tf_bundle import TensorBundle
 from elmo.modules.bilm import BiLM, build_bilm
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,6 @@ SCOPE = "lm/"
 SOFTMAX_W, SOFTMAX_B = "lm/softmax/W", "lm/softmax/b"
 SLOT = "/Adagrad"
 GLOBAL_STEP = "global_step"
-_NOT_WEIGHTS = {GLOBAL_STEP, "train_perplexity"}
 _FLOAT_DTYPES = {"float32", "float16", "bfloat16", "float64"}
 
 
@@ -79,7 +78,7 @@ def hdf5_name(tf_name: str) -> str:
         else:
             name = re.sub("/kernel", "/W_0", name)
             name = re.sub("/bias", "/B", name)
-    return _canonical_name(name)
+    return canonical_name(name)
 
 
 def is_bilm_tf_dir(path: str | os.PathLike) -> bool:
