@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 # torch is pinned to the CPU build that pip finds locally; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install demo test test-faults fuzz clean
+.PHONY: install demo test test-fast test-faults fuzz clean
 
 # the core install (what `make demo` needs); the suite's extras on top (every integration's tool: the test extra)
 $(VENV)/.core: pyproject.toml
@@ -28,6 +28,11 @@ demo: $(VENV)/.core
 
 test: install
 	$(PY) -m pytest -q
+
+# the everyday loop: everything but the long end-to-end runs, the real engines and the oracles (pyproject.toml's
+# markers say which is which); `make test` runs them all, as CI does
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not engine and not oracle"
 
 # the fault suite alone (kills, full disk, bad input and files, numerical faults): docs/reliability.md
 test-faults: install

@@ -262,9 +262,9 @@ def gemm_flops_per_run(config_name: str, n: int) -> dict[str, float]:
     import torch
     from flops import lstm_macs_per_position, reference_token_macs, token_layer_macs
 
-    from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
     from elmo.config import NAMED_CONFIGS
     from elmo.modules.bilm import build_bilm
+    from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 
     bilm = build_bilm(NAMED_CONFIGS[config_name]())
     sentences = real_sentences(n)[:n] if n > 1 else [real_sentences(1)[0][:20]]

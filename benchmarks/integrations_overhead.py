@@ -114,7 +114,7 @@ def flair_sentences(model: str, sentences: list[list[str]]) -> Run:
     Includes setting every token's vector; each run then clears them (so the next run embeds again; counted)."""
     from flair.data import Sentence
 
-    from elmo.flair import ELMoEmbeddings
+    from elmo.integrations.flair import ELMoEmbeddings
 
     embeddings = ELMoEmbeddings(model)
     flair_input = [Sentence(s) for s in sentences]

@@ -33,10 +33,10 @@ from elmo.formats.published import demo_model_dir
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_atomic
-from elmo.sentences import read_sentences
+from elmo.text.sentences import read_sentences
+from elmo.text.vocab import Vocabulary
 from elmo.training.perplexity import _direction_stream, _encode_words, perplexity, split_rows
 from elmo.training.vocab_counts import vocabulary_from_counts
-from elmo.vocab import Vocabulary
 
 
 @torch.no_grad()

@@ -32,6 +32,8 @@ from elmo.errors import ConfigError, InputFileError
 from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm
 
+pytestmark = pytest.mark.oracle
+
 ATOL = 1e-5
 SENTENCES = [
     ["The", "cat", "sat", "on", "the", "mat", "."],

@@ -62,6 +62,7 @@ def test_missing_input_and_model_errors(tmp_path, text_file, model_dir, capsys):
     assert "nomodel: no such model directory or archive" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_mismatched_options_error_without_traceback(tmp_path, text_file, fixture_dir):
     options = json.loads((fixture_dir / "options.json").read_text())
     options["lstm"]["projection_dim"] = 32
@@ -138,3 +139,10 @@ def test_models_of_a_family_that_does_not_exist_is_a_usage_error(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""  # not an empty table
     assert captured.err.startswith("elmo: error: --family nosuch: no such family (the families: bilm-tf, ")
+
+
+def test_every_engine_the_flag_offers_has_a_start_up_in_the_cli():
+    from elmo.cli.embed_commands import ENGINES as START_UPS
+    from elmo.embedding.embed_options import ENGINES
+
+    assert sorted(START_UPS) == sorted(ENGINES)

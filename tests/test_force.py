@@ -91,6 +91,7 @@ def test_save_bilm_refuses_a_non_empty_directory(tmp_path):
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["config.json", "model.safetensors"]
 
 
+@pytest.mark.slow
 def test_warm_state(model, tmp_path, capsys):
     directory = save_bilm(load_bilm(model), tmp_path / "model")
     assert main(["-q", "warm-state", "--model", str(directory)]) == 0  # (c) no warm state yet
@@ -105,6 +106,7 @@ def test_warm_state(model, tmp_path, capsys):
     _no_temporaries(directory)
 
 
+@pytest.mark.slow
 def test_train_out(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     before = _user_dir(out)
@@ -142,6 +144,7 @@ def test_train_force_keeps_the_inputs_it_reads(corpus, tmp_path, capsys):
     assert shard.is_file() and (out / "notes.txt").is_file()
 
 
+@pytest.mark.slow
 def test_export(corpus, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(_train_args(corpus, run)) == 0
@@ -165,6 +168,7 @@ def test_export(corpus, tmp_path, capsys):
     assert (run / "train_config.json").is_file()
 
 
+@pytest.mark.slow
 def test_task_train(tmp_path, capsys):
     pytest.importorskip("seqeval")
     data = write_conll(tmp_path / "ner.txt")

@@ -61,6 +61,7 @@ def task_model(tmp_path_factory) -> Path:
     return root / "run"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_model_option_resolves_names_like_embed(command, task_model, tmp_path, monkeypatch, capsys):
     """``demo`` reaches :meth:`ModelRef.parse` (the one place a spelling becomes a model, what ``elmo embed --model``
@@ -114,6 +115,7 @@ def test_a_published_model_is_not_downloaded_to_find_it_has_no_softmax(corpus, t
                                                                                 model="small") + "\n"
 
 
+@pytest.mark.slow
 def test_finetune_from_demo_then_perplexity_from_another_directory_by_a_relative_path(corpus, tmp_path, monkeypatch,
                                                                                      capsys):
     run = tmp_path / "work" / "ft"
@@ -147,6 +149,7 @@ def _evaluate(run: Path, capsys, *extra: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bilm", [["--bilm", "demo"], []])
 def test_task_with_the_demo_biLM_evaluates_from_another_directory(bilm, tmp_path, monkeypatch, capsys, caplog):
     (tmp_path / "train").mkdir()
@@ -177,6 +180,7 @@ def test_a_task_model_records_its_biLM_path_absolute_and_says_where_a_moved_one_
     assert _evaluate(tmp_path / "run", capsys, "--bilm", str(tmp_path / "moved"), "--force")["sentences"] == 1
 
 
+@pytest.mark.slow
 def test_a_published_name_stays_a_name(tmp_path, monkeypatch, capsys):
     """A registry model already in the cache: no download; task.json keeps its name."""
     home = tmp_path / "home"

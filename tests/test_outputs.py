@@ -182,6 +182,7 @@ def _recipe(command: str, tmp_path: Path, monkeypatch) -> Recipe:
     return recipe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(RECIPES))
 def test_an_existing_output_is_refused_then_replaced_with_force(command, world, tmp_path, capsys, monkeypatch):
     recipe = _recipe(command, tmp_path, monkeypatch)
@@ -207,6 +208,7 @@ def test_an_existing_output_is_refused_then_replaced_with_force(command, world, 
         assert sorted(p.name for p in out.iterdir()) == sorted(DEMO_FILES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(RECIPES))
 def test_an_output_that_is_an_input_is_refused_even_with_force(command, world, tmp_path, capsys, monkeypatch):
     recipe = _recipe(command, tmp_path, monkeypatch)

@@ -6,7 +6,7 @@
     out.representations[0]  # (1, 3, 2P)
 
 The public names below are imported on first use (PEP 562), so that ``import elmo`` stays cheap: spaCy imports
-``elmo.spacy`` (and so this package) whenever any pipeline is built, and that must not load torch.
+``elmo.integrations.spacy`` (and so this package) whenever any pipeline is built, and that must not load torch.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ except PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
     __version__ = "unknown"
 
 _PUBLIC = {
-    "elmo.char_encoding": ("batch_to_ids", "word_to_char_ids"),
+    "elmo.text.char_encoding": ("batch_to_ids", "word_to_char_ids"),
     "elmo.config": ("BiLMConfig", "CharCNNConfig", "LSTMConfig"),
     "elmo.embedding.contract": ("SentenceEmbedder",),
     "elmo.embedding.embed_options": ("EmbedOptions", "OutputOptions"),
@@ -37,7 +37,7 @@ _PUBLIC = {
     "elmo.modules": ("Elmo", "ScalarMix", "StatefulBiLM"),
     "elmo.modules.bilm": ("build_bilm",),
     "elmo.precision": ("Precision",),
-    "elmo.vocab": ("Vocabulary", "batch_to_token_ids"),
+    "elmo.text.vocab": ("Vocabulary", "batch_to_token_ids"),
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 
@@ -90,7 +90,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
-    from elmo.char_encoding import batch_to_ids, word_to_char_ids
     from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
     from elmo.embedding.contract import SentenceEmbedder
     from elmo.embedding.embed_options import EmbedOptions, OutputOptions
@@ -103,4 +102,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from elmo.modules import BiLM, Elmo, ScalarMix, StatefulBiLM
     from elmo.modules.bilm import build_bilm
     from elmo.precision import Precision
-    from elmo.vocab import Vocabulary, batch_to_token_ids
+    from elmo.text.char_encoding import batch_to_ids, word_to_char_ids
+    from elmo.text.vocab import Vocabulary, batch_to_token_ids

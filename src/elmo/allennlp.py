@@ -25,8 +25,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, as_tokens, shifted_char_ids, token_lists
-from elmo.char_encoding import batch_to_ids as _batch_to_ids
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.parts import sentence_key_problem, write_sentence_to_index
 from elmo.errors import ConfigError, InputFileError
@@ -39,6 +37,8 @@ from elmo.modules.sequence import add_sentence_boundaries, mask_from_ids, remove
 from elmo.precision import Precision
 from elmo.runtime.atomic_files import atomic_file, is_write_failure, write_error
 from elmo.runtime.threads import small_ops_on_one_thread
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, as_tokens, shifted_char_ids, token_lists
+from elmo.text.char_encoding import batch_to_ids as _batch_to_ids
 
 log = logging.getLogger(__name__)
 

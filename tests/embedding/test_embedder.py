@@ -137,6 +137,7 @@ def _env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path, model_dir):
     text = _write_text(tmp_path / "in.txt", _sentences(400, seed=1))
     reference, out = tmp_path / "reference.hdf5", tmp_path / "out.hdf5"
@@ -174,6 +175,7 @@ def test_resume_refuses_other_settings(tmp_path, model_dir, capsys):
     assert "--resume: setting" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_equal_one(tmp_path, model_dir):
     text = _write_text(tmp_path / "in.txt", _sentences(50, seed=2))
     single, double = tmp_path / "one.hdf5", tmp_path / "two.hdf5"

@@ -14,9 +14,9 @@ import pytest
 
 from elmo.cli import main
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
-from elmo.fasta import read_fasta
 from elmo.formats.model_files import save_bilm
-from elmo.sentences import count_sentences, read_sentences, resolve_input_format
+from elmo.text.fasta import read_fasta
+from elmo.text.sentences import count_sentences, read_sentences, resolve_input_format
 from tests.conftest import random_bilm
 
 # headers with descriptions, a sequence wrapped over lines (one with a space and CRLF), blank lines, a comment,

@@ -21,6 +21,7 @@ def _embedder(bilm=None, **options) -> Embedder:
     return Embedder(bilm or random_bilm(), device="cpu", precision="fp32", **options)
 
 
+@pytest.mark.slow
 def test_warm_state_is_the_carried_state_after_the_shipped_text():
     bilm = random_bilm()
     h, c = model_warm_state(bilm)
@@ -95,6 +96,7 @@ def test_elmo_embed_initial_state_warm_matches_the_python_api(tmp_path):
         np.testing.assert_allclose(written[str(i)], layers, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage, message", [
     (lambda path, model: path.write_bytes(path.read_bytes()[:40]), "not a readable safetensors file"),
     (lambda path, model: _rewrite(path, model, h=torch.zeros(2, 2, 1, 9)), "'h' has shape (2, 2, 1, 9), this model's"),

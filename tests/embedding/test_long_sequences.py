@@ -56,6 +56,7 @@ def test_a_stop_request_ends_a_long_sentence_after_one_window(monkeypatch):
     assert len(checks) == 6 and stopped.value.exit_code == 143  # at the first window's end
 
 
+@pytest.mark.slow
 def test_elmo_embed_stops_within_a_window_of_a_long_line(tmp_path):
     """SIGTERM while ``elmo embed`` runs one 200,000-token line: the job stops at the next window's end (before, it
     ran to the end of the line: over a minute with this model), exit 143, and no part file is left."""

@@ -46,6 +46,7 @@ def _manifest(directory) -> dict:
     return json.loads((directory / MANIFEST).read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [
     ["--pool", "mean"],
     ["--pool", "max", "--all"],
@@ -79,6 +80,7 @@ def test_shards_equal_the_hdf5_output_line_for_line(text, tmp_path, flags):
     assert manifest["provenance"]["model"] == "demo"
 
 
+@pytest.mark.slow
 def test_column_types_are_documented_nesting(text, tmp_path):
     assert _embed(text, tmp_path / "p", "--format", "parquet", "--pool", "mean", "--dtype", "float16") == 0
     assert _embed(text, tmp_path / "t", "--format", "parquet", "--all") == 0
@@ -89,6 +91,7 @@ def test_column_types_are_documented_nesting(text, tmp_path):
     assert tokens.field("embedding").type == pa.list_(pa.list_(pa.list_(pa.float32(), 256)), 3)  # (L + 1, n, 2P)
 
 
+@pytest.mark.slow
 def test_python_api_writes_the_same_shards(text, tmp_path):
     embedder = Embedder(load_bilm(demo_model_dir()), precision="fp32", device="cpu")
     assert embed_file(embedder, text, tmp_path / "api", output_format="parquet", pool="mean", layer="top") == 6
@@ -98,6 +101,7 @@ def test_python_api_writes_the_same_shards(text, tmp_path):
     np.testing.assert_allclose(np.stack(api[2]), np.stack(cli[2]), rtol=0, atol=1e-6)  # other chunks, batches
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_its_first_shard_resumes_to_the_same_output(text, tmp_path, monkeypatch, capsys):
     assert _embed(text, tmp_path / "whole", "--format", "parquet", "--top") == 0
     real, calls = chunks.embed_unordered, []
@@ -190,6 +194,7 @@ def _dies_on_the_second_chunk(real):
     return embed
 
 
+@pytest.mark.slow
 def test_a_rerun_replaces_the_earlier_shards_only_with_force(text, tmp_path, capsys):
     out = tmp_path / "out"
     assert _embed(text, out, "--format", "parquet", "--pool", "mean", "--chunk-size", "1") == 0

@@ -35,6 +35,7 @@ def test_mean_pool_of_the_average_is_the_default_layer_of_pooled_output(text, tm
         assert f[str(0)].shape == (layers[0].shape[-1],)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, pick", [
     (["--pool", "max", "--top"], lambda x: x[-1].max(0)),
     (["--pool", "mean", "--all"], lambda x: x.mean(1)),

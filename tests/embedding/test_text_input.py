@@ -60,6 +60,7 @@ def _elmo_in_bash(command: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_stdin_dev_stdin_and_process_substitution(model_dir, plain, tmp_path):
     (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
     model = f"--top --model {model_dir}"

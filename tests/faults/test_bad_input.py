@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from elmo.char_encoding import batch_to_ids
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.file_job import embed_file
 from elmo.errors import InputFileError
 from elmo.formats.checked_reads import read_json
 from elmo.formats.model_files import load_bilm
+from elmo.text.char_encoding import batch_to_ids
 from tests.faults.conftest import assert_one_line_error, elmo, train_args
 
 LINE_BYTES = st.binary(max_size=30).filter(lambda b: b"\n" not in b)
@@ -33,6 +33,7 @@ def _lines_in(path: Path) -> dict[str, np.ndarray]:
         return {k: f[k][()] for k in f if k.isdigit()}
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(LINE_BYTES, max_size=6), errors=st.sampled_from(["strict", "replace"]))
 @example(lines=[b"nul\x00inside", b"\x00", b""], errors="strict")  # found by this test in CI: HDF5 strings and NUL
@@ -64,6 +65,7 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(), max_size=5))
 def test_the_character_encoder_takes_any_unicode(words):
@@ -72,6 +74,7 @@ def test_the_character_encoder_takes_any_unicode(words):
     assert ids.numel() == 0 or (int(ids.min()) >= 0 and int(ids.max()) <= 261)
 
 
+@pytest.mark.slow
 def test_extreme_lines(embedder, tmp_path):
     text, out = tmp_path / "in.txt", tmp_path / "out.hdf5"
     long_line = " ".join(["word"] * 10_000)
@@ -84,6 +87,7 @@ def test_extreme_lines(embedder, tmp_path):
     assert all(np.isfinite(v).all() for v in got.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["truncated_gzip", "vocab_without_specials", "missing_shard", "not_utf8_corpus",
                                   "directory_shard", "stdin_corpus"])
 def test_bad_training_input_is_a_one_line_error(corpus, tmp_path, case):
@@ -114,6 +118,7 @@ def test_bad_training_input_is_a_one_line_error(corpus, tmp_path, case):
     assert_one_line_error(elmo(*args), *expected)
 
 
+@pytest.mark.slow
 def test_embed_errors_name_file_and_line(tiny_model, tmp_path):
     text = tmp_path / "in.txt"
     text.write_bytes(b"fine line\nanother\n\xff\xfe broken\n")

@@ -80,6 +80,7 @@ def _datasets(f: h5py.File) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [_truncate, _corrupt, _mismatch, _unknown_key, _missing_key, _nan_weight])
 def test_damaged_original_format_model(tiny_model, tmp_path, sentences, damage):
     model = _copy(tiny_model, tmp_path)
@@ -90,6 +91,7 @@ def test_damaged_original_format_model(tiny_model, tmp_path, sentences, damage):
     assert not (tmp_path / "out.hdf5").exists()
 
 
+@pytest.mark.slow
 def test_safetensors_with_wrong_shapes(tmp_path, sentences):
     model = tmp_path / "native"
     save_bilm(random_bilm(tiny_config()), model, native=True)
@@ -111,6 +113,7 @@ class _CreatesAFile:
         return (open, (self.path, "w"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["optimizer.pt", "rank-0.pt"])
 def test_a_malicious_checkpoint_is_refused_without_running_code(corpus, tmp_path, victim):
     run = tmp_path / "run"
@@ -128,6 +131,7 @@ def test_a_malicious_checkpoint_is_refused_without_running_code(corpus, tmp_path
     assert not marker.exists(), "unpickling the checkpoint ran code"
 
 
+@pytest.mark.slow
 def test_a_checkpoint_with_wrong_shapes_is_refused(corpus, tmp_path):
     run = tmp_path / "run"
     elmo(*train_args(corpus, run, "--max-steps", "2"), check=True)
@@ -140,6 +144,7 @@ def test_a_checkpoint_with_wrong_shapes_is_refused(corpus, tmp_path):
     assert_one_line_error(result, "model.safetensors", name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
 def test_a_malicious_alignment_matrix_is_refused_without_running_code(tiny_model, sentences, tmp_path, legacy):
     """``--align`` reads a pickle (a numpy array saved with torch.save): only numpy's array globals may load."""

@@ -24,6 +24,8 @@ from tests.faults.conftest import assert_one_line_error, elmo, start_elmo, train
 from tests.faults.test_kill_and_resume import _embed_args, _hdf5_contents, _long_input
 from tests.tasks.conftest import write_conll
 
+pytestmark = pytest.mark.slow
+
 TASK_CONFIGS = Path(__file__).resolve().parents[2] / "src" / "elmo" / "presets" / "tasks"
 
 STEPS = ["--max-steps", "60", "--checkpoint-every", "5", "--log-every", "5"]

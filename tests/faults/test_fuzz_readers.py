@@ -52,7 +52,7 @@ from elmo.formats.model_files import load_bilm, read_model_config, save_bilm
 from elmo.formats.tensorflow.bilm_tf_checkpoint import read_bilm_tf_training_state
 from elmo.formats.tensorflow.crc32c import crc32c, mask
 from elmo.formats.warm_state import model_warm_state
-from elmo.sentences import read_sentences
+from elmo.text.sentences import read_sentences
 from tests.conftest import random_bilm, tiny_config
 from tests.formats.bilm_tf_files import write_bundle_dir
 from tests.formats.manylangs_files import write_manylangs_model
@@ -593,6 +593,7 @@ def test_hdf5_weights(seeds, data):
         check_read(lambda: read_model(model), model)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_safetensors(seeds, data):
@@ -616,6 +617,7 @@ def read_bilm_tf(model: Path) -> None:
     read_bilm_tf_training_state(model, load_bilm(model))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_tensor_bundles(seeds, data):
@@ -668,6 +670,7 @@ def test_checkpoint_state_files(seeds, data):
         check_read(lambda: read_bilm_tf(model), model)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_saved_model_graphs(seeds, data):
@@ -727,6 +730,7 @@ def test_manylangs_models(seeds, data):
         check_read(lambda: read_model(model), model)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_zip_archives(seeds, data):

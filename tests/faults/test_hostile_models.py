@@ -519,6 +519,7 @@ def _check(result: dict, fragments: list[str], idle_rss: int, leftovers: list[st
     assert result["rss"] - idle_rss < RSS_ALLOWANCE, (result["rss"] - idle_rss) / 1e6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_hostile_model_is_one_line_within_the_memory_bound(hostile, name):
     work, fragments, leftovers = hostile["built"][name]

@@ -20,6 +20,8 @@ from elmo.formats.model_files import save_bilm
 from tests.conftest import random_bilm, tiny_config
 from tests.faults.conftest import elmo, start_elmo, train_args
 
+pytestmark = pytest.mark.slow
+
 TRAIN_STEPS = ["--max-steps", "40", "--checkpoint-every", "4", "--log-every", "10", "--optimizer", "adam",
                "--learning-rate", "0.01", "--lr-schedule", "cosine", "--state-reset", "0.2"]
 

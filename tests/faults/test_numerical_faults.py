@@ -42,6 +42,7 @@ def _all_checkpoints_finite(run: Path) -> None:
             assert torch.isfinite(value).all(), f"{checkpoint}: {name} is not finite"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["loss", "gradient"])
 def test_a_non_finite_step_is_skipped_and_logged(corpus, tmp_path, monkeypatch, caplog, kind):
     _poison(monkeypatch, {4, 5}, kind)
@@ -57,6 +58,7 @@ def test_a_non_finite_step_is_skipped_and_logged(corpus, tmp_path, monkeypatch, 
     assert len(logged) == 12 and sum(map(lambda x: x != x, logged)) == (2 if kind == "loss" else 0)
 
 
+@pytest.mark.slow
 def test_a_run_that_keeps_diverging_stops_with_a_clear_message(corpus, tmp_path, monkeypatch, capsys):
     _poison(monkeypatch, set(range(5, 100)), "loss")
     run = tmp_path / "run"

@@ -91,6 +91,7 @@ def _run(tmp: Path, *args: str, stdin: Path | None = None, **env: str) -> tuple[
     return code, err.read_text()
 
 
+@pytest.mark.slow
 def test_embed_progress_shows_the_total_and_an_eta_for_a_file(tiny_model, corpus, tmp_path):
     code, err = _run(tmp_path, "embed", str(corpus["valid"]), str(tmp_path / "o.hdf5"), "--all", "--model",
                      str(tiny_model), "--progress", "--chunk-size", "8")
@@ -101,6 +102,7 @@ def test_embed_progress_shows_the_total_and_an_eta_for_a_file(tiny_model, corpus
     assert code == 0 and "20 sentences" in err and "/20" not in err, err  # a stream: counted as it comes
 
 
+@pytest.mark.slow
 def test_train_output_is_elmo_lines_only_without_bars_or_third_party_noise(corpus, tmp_path):
     code, err = _run(tmp_path, "train", "--config", "tiny", "--train", str(corpus["train"]), "--vocab",
                      str(corpus["vocab"]), "--out", str(tmp_path / "run"), "--max-steps", "2",
@@ -141,6 +143,7 @@ def test_usage_errors_exit_2_and_every_other_error_exits_1(argv, tmp_path, capsy
     assert "(exit status 1; a bad, missing or removed flag or flag value: 2;" in readme
 
 
+@pytest.mark.slow
 def test_a_huge_learning_rate_stops_with_one_line_naming_the_steps_and_the_advice(corpus, tmp_path):
     """1e30 is finite, so no check refuses it; the weights overflow after one update. The guard (max_bad_steps)
     must stop the run, not an index error from inside the char CNN's max-pool (a NaN equals no maximum)."""
@@ -155,6 +158,7 @@ def test_a_huge_learning_rate_stops_with_one_line_naming_the_steps_and_the_advic
     assert "lower --learning-rate (now 1e+30) or --clip-norm (now 10)" in errors[0]
 
 
+@pytest.mark.slow
 def test_task_train_writes_no_bars_when_stderr_is_a_file(tiny_model, tmp_path):
     pytest.importorskip("seqeval")
     data = tmp_path / "ner.txt"

@@ -67,6 +67,7 @@ def _layers(bilm, sentences):
         return bilm(batch_to_ids(sentences)).layers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED], ids=["stored", "deflated"])
 @pytest.mark.parametrize("folder", ["", "195/"], ids=["top-level", "in-a-folder"])
 def test_nlpl_archive_gives_the_directory_outputs_bit_for_bit(
@@ -97,6 +98,7 @@ def test_cli_embed_on_an_archive_matches_bilm_tf(tmp_path, fixture_dir, fixture_
                 np.testing.assert_allclose(f[str(3 * i + k)][2], fixture_expected[k][i], atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_python_api_stateful_on_an_archive_matches_bilm_tf(tmp_path, fixture_dir, fixture_sentences, fixture_expected):
     bilm = StatefulBiLM(load_bilm(pack(tmp_path / "m.zip", nlpl_files(fixture_dir))))
     with torch.no_grad():

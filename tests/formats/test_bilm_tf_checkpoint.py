@@ -68,6 +68,7 @@ def _vectors(bilm) -> list[np.ndarray]:
     return [layer.numpy() for layer in out.layers]
 
 
+@pytest.mark.slow
 def test_fixture_checkpoint_gives_the_hdf5_vectors_and_bilm_tfs_own_outputs(
     dirs, fixture_dir, fixture_sentences, fixture_expected
 ):
@@ -130,6 +131,7 @@ def test_training_state_carries_softmax_accumulators_and_step(dirs):
     assert {k.removeprefix("bilm.") for k in state.accumulators} - {"softmax.weight", "softmax.bias"} == set(params)
 
 
+@pytest.mark.slow
 def test_cli_convert_and_checkpoint_flag(dirs, tmp_path):
     out = tmp_path / "converted"
     assert main(["-q", "convert", "--model", str(dirs["fixture"]), str(out), "--to", "hdf5"]) == 0
@@ -215,6 +217,7 @@ def test_checkpoint_keyword_needs_a_bilm_tf_directory(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_opening_a_checkpoint_with_optimizer_slots_reads_only_the_weights(tmp_path):
     """Peak RSS of load_bilm over a checkpoint over 2x the biLM (Adagrad slots, softmax) stays near the weights: the
     arrays read become the parameters, and a transposed variable is read one block of rows at a time into its

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.errors import WeightFileError
 from elmo.formats.hdf5 import load_hdf5_weights, save_hdf5_weights
 from elmo.formats.model_files import load_bilm, read_options
 from elmo.modules.bilm import build_bilm
+from elmo.text.char_encoding import batch_to_ids
 from tests.conftest import random_bilm, tiny_config
 
 
@@ -151,6 +151,7 @@ def test_declared_bytes_must_be_stored_before_anything_is_read(tmp_path, fixture
         load_hdf5_weights(bilm, _copy_with(tmp_path, fixture_dir, edit))
 
 
+@pytest.mark.slow
 def test_compressed_datasets_load_within_the_ratio_cap(tmp_path):
     """A dataset saved with gzip reads back bit for bit; one that inflates more than 100:1 (4 MB of zeros) is refused
     before it is read."""

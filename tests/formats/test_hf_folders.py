@@ -56,6 +56,7 @@ def _random_float32_bilm(seed: int = 1) -> BiLM:
     return bilm
 
 
+@pytest.mark.slow
 def test_convert_demo_to_hf_loads_everywhere(tmp_path):
     out = tmp_path / "demo-hf"
     assert cli_main(["convert", "--model", "demo", str(out), "--to", "hf"]) == 0
@@ -83,6 +84,7 @@ def test_convert_demo_to_hf_loads_everywhere(tmp_path):
             np.testing.assert_allclose(f[str(i)][()], expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_converting_a_converted_folder_gives_the_same_card(tmp_path):
     assert cli_main(["convert", "--model", "demo", str(tmp_path / "a"), "--to", "hf"]) == 0
     assert cli_main(["convert", "--model", str(tmp_path / "a"), str(tmp_path / "b"), "--to", "hf"]) == 0
@@ -146,6 +148,7 @@ def test_word_input_model_round_trips(tmp_path):
     assert "word-level" in front["tags"] and "token table: 30 token vectors" in text
 
 
+@pytest.mark.slow
 def test_an_existing_folder_is_refused_without_force(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
@@ -203,6 +206,7 @@ def test_card_records_a_training_runs_numbers(tmp_path):
     assert "Fine-tuned from `demo`" in text and "Softmax vocabulary: 4 words" in text
 
 
+@pytest.mark.slow
 def test_from_pretrained_in_a_new_process_as_a_user_writes_it(tmp_path):
     """`from elmo import BiLM` is all a user imports: the methods work without importing any format module."""
     code = ("from elmo import BiLM, load_bilm; import sys; "

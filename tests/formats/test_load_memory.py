@@ -20,6 +20,8 @@ from tests.conftest import random_bilm, tiny_config
 from tests.formats.manylangs_files import write_manylangs_model
 from tests.formats.tf_bundle_files import write_hub_module
 
+pytestmark = pytest.mark.slow
+
 BIG = BiLMConfig(  # 76 MB of float32 weights; the largest tensor (an LSTM kernel, (512, 8192)) 16.8 MB
     lstm=LSTMConfig(dim=2048, projection_dim=256, n_layers=2, cell_clip=3, proj_clip=3, use_skip_connections=True),
     char_cnn=CharCNNConfig(filters=[(1, 32), (2, 32), (3, 64), (4, 128)], embedding_dim=16, n_highway=1),

@@ -25,6 +25,8 @@ from elmo.formats.model_files import load_bilm, read_model_config, save_bilm
 from elmo.formats.model_formats import recognise
 from tests.formats.manylangs_files import REAL_FILTERS, char_lexicon, word_lexicon, write_manylangs_model
 
+pytestmark = pytest.mark.oracle
+
 oracle_package = pytest.importorskip("elmoformanylangs", reason="the test extra installs the oracle")
 
 SENTENCES = [

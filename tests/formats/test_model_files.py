@@ -7,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from elmo.char_encoding import batch_to_ids
 from elmo.cli import main as cli_main
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.model_files import load_bilm, read_model_config, read_options, save_bilm
+from elmo.text.char_encoding import batch_to_ids
 from tests.conftest import random_bilm
 
 
@@ -33,6 +33,7 @@ def test_written_options_use_the_inference_character_count(tmp_path):
     assert read_options(tmp_path / "options.json") == random_bilm().config
 
 
+@pytest.mark.slow
 def test_convert_cli_both_ways(tmp_path, fixture_dir):
     original = ["--options-file", str(fixture_dir / "options.json")]
     original += ["--weight-file", str(fixture_dir / "lm_weights.hdf5")]

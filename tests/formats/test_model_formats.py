@@ -67,6 +67,7 @@ def test_every_row_has_a_family_here(families):
     assert set(families) == {f.name for f in MODEL_FORMATS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [f.name for f in MODEL_FORMATS])
 def test_each_row_recognises_reads_the_configuration_and_loads(families, row):
     path, source = families[row]
@@ -144,6 +145,7 @@ def test_every_spelling_is_one_picklable_reference(families, tmp_path, monkeypat
     assert ModelRef.parse(refs[PATH]) is refs[PATH]
 
 
+@pytest.mark.slow
 def test_the_shipped_names_load_everywhere_else_does():
     """``load_bilm("demo")`` and ``fetch_model("demo")`` take what ``--model demo`` takes."""
     assert fetch_model("demo") == DEMO_DIR

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.formats.model_files import load_bilm
 from elmo.formats.published import demo_model_dir
+from elmo.text.char_encoding import batch_to_ids
 
 
+@pytest.mark.slow
 def test_demo_model_is_small_and_loads():
     directory = demo_model_dir()
     size = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())

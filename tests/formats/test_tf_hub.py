@@ -25,13 +25,13 @@ import pytest
 import torch
 
 from elmo import batch_to_ids, load_bilm
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.cli import main as cli_main
 from elmo.config import BiLMConfig, CharCNNConfig, LSTMConfig
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.hdf5 import bilm_to_datasets
 from elmo.formats.model_files import read_model_config, save_bilm
 from elmo.modules.elmo import Elmo
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from tests.conftest import random_bilm
 from tests.formats.tf_bundle_files import saved_model
 
@@ -197,6 +197,7 @@ def _layers(bilm, sentences=SENTENCES) -> list[np.ndarray]:
         return [x.numpy() for x in bilm(_ids(bilm, sentences)).layers]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["google", "deeppavlov", "residual"])
 def test_module_vectors_equal_hdf5_vectors_and_tensorflow(modules, name):
     directory, reference, tf_outputs = modules[name]

@@ -1,7 +1,7 @@
-"""``elmo.flair.ELMoEmbeddings`` in the real Flair (pinned 0.15.1 by the test extra): the vectors of ``elmo embed``,
-a tagger trained with Flair's ``ModelTrainer``, saved and loaded again in a new process that never imports
-``elmo.flair`` (after the biLM directory it was trained from is gone), inside ``StackedEmbeddings``, and the one-line
-errors of bad arguments."""
+"""``elmo.integrations.flair.ELMoEmbeddings`` in the real Flair (pinned 0.15.1 by the test extra): the vectors of
+``elmo embed``, a tagger trained with Flair's ``ModelTrainer``, saved and loaded again in a new process that never
+imports ``elmo.integrations.flair`` (after the biLM directory it was trained from is gone), inside
+``StackedEmbeddings``, and the one-line errors of bad arguments."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ from flair.models import SequenceTagger
 from flair.trainers import ModelTrainer
 
 from elmo.errors import ConfigError, ElmoError
-from elmo.flair import ELMoEmbeddings
+from elmo.integrations.flair import ELMoEmbeddings
+
+pytestmark = pytest.mark.engine
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "src" / "elmo" / "pretrained" / "demo"
@@ -125,10 +127,10 @@ NEW_PROCESS = """
 import json, sys
 from flair.data import Sentence
 from flair.models import SequenceTagger
-assert "elmo.flair" not in sys.modules
+assert "elmo.integrations.flair" not in sys.modules
 """ + inspect.getsource(predictions) + """
 taggers = [SequenceTagger.load(path) for path in sys.argv[2:]]
-assert "elmo.flair" in sys.modules  # imported by unpickling the tagger files, which registered the class
+assert "elmo.integrations.flair" in sys.modules  # imported by unpickling the tagger files, which registered the class
 print(json.dumps([predictions(tagger, json.loads(sys.argv[1])) for tagger in taggers]))
 """
 

@@ -25,7 +25,7 @@ from elmo.embedding.selection import VectorSelection
 from elmo.errors import UsageError
 from elmo.formats.model_ref import ModelRef
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""``elmo.ray.ElmoPredictor`` on a real local Ray instance (2 CPUs, loopback only): the vectors a Ray pipeline gets
-are the local Embedder's, every row comes back once with its other columns, and the actor sizes its torch threads
-from its CPU allotment. The pipeline is the one docs/integrations.md shows."""
+"""``elmo.integrations.ray.ElmoPredictor`` on a real local Ray instance (2 CPUs, loopback only): the vectors a Ray
+pipeline gets are the local Embedder's, every row comes back once with its other columns, and the actor sizes its
+torch threads from its CPU allotment. The pipeline is the one docs/integrations.md shows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from elmo.errors import ConfigError, InputFileError, MissingExtraError
-from elmo.ray import ElmoPredictor
+from elmo.integrations.ray import ElmoPredictor
+
+pytestmark = pytest.mark.engine
 
 
 def test_pooled_vectors_equal_the_embedders_and_every_row_comes_back_once(ray_local, lines, reference) -> None:

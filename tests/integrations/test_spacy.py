@@ -1,6 +1,6 @@
-"""The spaCy component (elmo.spacy) in real spaCy 3.8 pipelines, on the shipped demo biLM: doc.tensor equals
-`elmo embed`, nlp.pipe equals one doc at a time, .vector/.similarity come from ELMo without W007, a saved pipeline
-loads in a new process without the model's directory, the entry point works without `import elmo`, and bad
+"""The spaCy component (elmo.integrations.spacy) in real spaCy 3.8 pipelines, on the shipped demo biLM: doc.tensor
+equals `elmo embed`, nlp.pipe equals one doc at a time, .vector/.similarity come from ELMo without W007, a saved
+pipeline loads in a new process without the model's directory, the entry point works without `import elmo`, and bad
 settings are one line each."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from elmo.embedding.embed_options import EmbedOptions  # noqa: E402
 from elmo.embedding.selection import VectorSelection  # noqa: E402
 from elmo.errors import ConfigError, WeightFileError  # noqa: E402
 from elmo.formats.published import demo_model_dir, read_registry  # noqa: E402
-from elmo.spacy import DEFAULT_CONFIG, ElmoComponentSettings  # noqa: E402
+from elmo.integrations.spacy import DEFAULT_CONFIG, ElmoComponentSettings  # noqa: E402
+
+pytestmark = pytest.mark.engine
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -181,7 +183,7 @@ def test_building_any_pipeline_imports_no_torch():
     """spaCy imports every spacy_factories entry point whenever it builds a Language; with torch made
     unimportable (spaCy's thinc then runs without it), a blank pipeline still builds and holds the elmo factory."""
     script = ("import sys; sys.modules['torch'] = None\nimport spacy\nnlp = spacy.blank('en')\n"
-              "print('elmo.spacy' in sys.modules, 'elmo' in spacy.registry.factories)")
+              "print('elmo.integrations.spacy' in sys.modules, 'elmo' in spacy.registry.factories)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "True True"), done.stderr
 

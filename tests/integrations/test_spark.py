@@ -1,6 +1,6 @@
-"""``elmo.spark.elmo_udf`` on a real Spark ``local[2]`` (loopback): the vectors a Spark job gets are the local
-Embedder's for pooled and token outputs, every row once, next to its other columns; a bad model or setting is one
-line on the driver before Spark runs anything. The job is the one docs/integrations.md shows."""
+"""``elmo.integrations.spark.elmo_udf`` on a real Spark ``local[2]`` (loopback): the vectors a Spark job gets are the
+local Embedder's for pooled and token outputs, every row once, next to its other columns; a bad model or setting is
+one line on the driver before Spark runs anything. The job is the one docs/integrations.md shows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from elmo.errors import ConfigError, ElmoError
-from elmo.spark import elmo_udf
+from elmo.integrations.spark import elmo_udf
+
+pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ import pytest
 from tests.journeys.conftest import REPO, Journey, prepare_workdir
 from tests.journeys.markdown_snippets import Snippet, doc_files, read_snippets, rule_violations
 
+pytestmark = pytest.mark.slow
+
 DOCS = doc_files(REPO)
 PROMISED = {  # files the docs say their blocks write (in comments and the text around them)
     "README.md": [

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.modules.bilm import StatefulBiLM
 from elmo.runtime.threads import small_ops_on_one_thread
+from elmo.text.char_encoding import batch_to_ids
 from tests.conftest import random_bilm, tiny_config
 
 SENTENCES = [["The", "bank", "raised", "rates", "."], ["Hi"], [], ["Ünïcödé", "tokens", "work", "too"]]

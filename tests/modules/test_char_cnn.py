@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elmo.char_encoding import batch_to_ids
 from elmo.config import CharCNNConfig
 from elmo.modules.char_cnn import TOKENS_PER_CHUNK, CharCNNEncoder, MaxPool, content_length
 from elmo.runtime.compile_switch import compile_setting
+from elmo.text.char_encoding import batch_to_ids
 
 
 def _encoder(seed: int = 0) -> CharCNNEncoder:
@@ -44,6 +45,7 @@ def test_trimmed_positions_give_the_textbook_output_exactly():
         torch.testing.assert_close(encoder.encode_tokens(ids), _textbook(encoder, ids), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=3 * TOKENS_PER_CHUNK))
 def test_any_tokens_in_any_order_match_the_textbook(words):
@@ -71,6 +73,7 @@ def test_max_pool_gradient_goes_to_the_first_maximum_like_tf():
     assert x.grad.tolist() == [[[0.0, 20.0], [10.0, 0.0], [0.0, 0.0], [0.0, 0.0]]]  # first of the tied maxima
 
 
+@pytest.mark.slow
 def test_compiled_max_pool_gives_the_eager_values_and_gradients():
     """``compile``: the max and its first position from one compiled reduction, for chunks of any size (one
     dynamic-shape compilation), ties and -inf (masked windows) included."""

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.modules.elmo import Elmo
+from elmo.text.char_encoding import batch_to_ids
 from tests.conftest import random_bilm
 
 SENTENCES = [["I", "went", "to", "the", "bank", "."], ["Rivers", "have", "banks"]]

@@ -30,6 +30,7 @@ print(alive.hblkhd, freed.arena)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt exists on Linux only")
 def test_keep_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them():
     big = 64 * 2**20

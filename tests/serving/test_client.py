@@ -19,6 +19,7 @@ def test_npy_format_round_trips():
         assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("output", ["all", "top"])
 def test_client_embeds_token_lists_and_strings(service, reference, output):
     client = ElmoClient(service.url, api_key=API_KEY, max_sentences=3)  # several requests, results in order
@@ -57,6 +58,7 @@ def test_client_errors_carry_the_service_message(service, monkeypatch):
     assert not ElmoClient("http://127.0.0.1:9").ready()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layers", ["--all", "--top"])
 def test_elmo_embed_server_writes_what_elmo_embed_writes(service, tmp_path, monkeypatch, layers):
     text = tmp_path / "sentences.txt"

@@ -11,12 +11,15 @@ import time
 import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.serving.conftest import SENTENCES, Service, assert_close, expected, json_arrays
 
 SLOW = [(SENTENCES[0] * 3)[:40]] * 128
 """About 5,000 tokens: seconds of work for the demo biLM on one thread, so that others must queue behind it."""
 
 
+@pytest.mark.slow
 def test_full_queue_disconnect_and_sigterm_drain(reference):
     key = "env-key"
     service = Service("--max-queue", "1", "--max-wait-ms", "0", env={"ELMO_API_KEY": key}, api_key=key)
@@ -88,6 +91,7 @@ def _send_and_hold(service: Service, payload: dict, key: str) -> socket.socket:
     return connection
 
 
+@pytest.mark.slow
 def test_ctrl_c_answers_what_was_received_then_exits_130(reference):
     """Ctrl-C (SIGINT) drains like SIGTERM but exits 130, as an interrupted command does (it exited 0); the last line
     says so."""

@@ -34,6 +34,8 @@ from elmo.cli import main
 from elmo.embedding.demo import CONTEXTS
 from tests.serving.conftest import Service
 
+pytestmark = pytest.mark.engine
+
 KEY = "page-key-4567"
 MAX_SENTENCE_TOKENS = 64
 BANK = [sentence for word, _, sentence in CONTEXTS if word == "bank"]

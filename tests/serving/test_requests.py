@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from elmo.sentences import read_sentences
 from elmo.serving.metrics import Histogram, Metrics
 from elmo.serving.requests import EmbedRequest, RequestError, check_nesting, parse_embed_request
 from elmo.serving.serve_options import ServeOptions
 from elmo.settings import SettingError
+from elmo.text.sentences import read_sentences
 
 
 def test_strings_are_tokenised_like_elmo_embed_lines(tmp_path):

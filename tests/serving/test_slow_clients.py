@@ -59,6 +59,7 @@ def status_and_error(response: bytes) -> tuple[int, dict[str, str], str]:
     return int(lines[0].split()[1]), headers, json.loads(body)["error"]
 
 
+@pytest.mark.slow
 def test_bodies_that_do_not_arrive_in_time_get_408_and_are_closed(impatient):
     counter = 'elmo_bad_requests_total{reason="too_slow"}'
     before = impatient.metric(counter)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.serving.conftest import SENTENCES, Service, assert_close, expected, json_arrays
 
 
+@pytest.mark.slow
 def test_two_workers_answer_correctly_and_stop_on_sigterm(reference):
     service = Service("--workers", "2")
     try:

@@ -43,6 +43,7 @@ def test_word_vectors_train_ner_and_evaluate_an_unseen_file(tmp_path, ner_file, 
     assert lines[0].split()[:2] == ["Anna", "B-PER"] and len(lines[0].split()) == 3
 
 
+@pytest.mark.slow
 def test_train_and_evaluate_sst_on_the_fly(tmp_path, sst_file, bilm_dir, capsys):
     run = tmp_path / "run"
     assert main(["-q", "task", "train", "sst", "--config", str(CONFIGS / "sst-tiny.json"), "--train", str(sst_file),

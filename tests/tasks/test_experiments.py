@@ -15,6 +15,8 @@ import torch
 from elmo.formats.model_files import load_bilm
 from tests.tasks.conftest import write_conll, write_sst
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

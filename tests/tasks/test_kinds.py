@@ -24,6 +24,7 @@ def test_every_kind_has_test_examples_and_a_tiny_preset():
         assert read_task_config(f"{name}-tiny").task == name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TASK_KINDS))
 def test_every_kind_trains_on_its_tiny_preset_and_reloads(name, bilm_dir, tmp_path):
     kind = TASK_KINDS[name]

@@ -30,6 +30,7 @@ def small_config(task: str, **elmo) -> TaskConfig:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "task, elmo, overrides",
     [
@@ -96,6 +97,7 @@ def test_cached_and_on_the_fly_give_the_same_loss(task, elmo, bilm_dir, tmp_path
     torch.testing.assert_close(cached.loss(data.train), fly.loss(data.train), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_checkpoint_reloads_to_the_same_predictions_in_either_mode(ner_file, bilm_dir, tmp_path):
     data = load_task_data("ner", ner_file, ner_file)
     config = small_config("ner", at_output=True).replace(**{"train.epochs": 3})
@@ -149,6 +151,7 @@ def test_activation_cache_refuses_another_bilm(bilm_dir, tmp_path):
         ActivationCache(Embedder(random_bilm(seed=1), device="cpu"), tmp_path / "acts.h5")
 
 
+@pytest.mark.slow
 def test_activation_cache_is_shared_by_processes_once_filled(bilm_dir, tmp_path):
     """A second run (another process) trains from the cache while the first still has it open."""
     from elmo import Embedder, load_bilm

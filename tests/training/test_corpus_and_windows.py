@@ -7,9 +7,9 @@ import gzip
 import pytest
 
 from elmo.errors import InputFileError
+from elmo.text.vocab import Vocabulary
 from elmo.training.corpus import SentenceStream, expand_shards, load_shard
 from elmo.training.windows import PackerState, RowPacker, windows_to_batch
-from elmo.vocab import Vocabulary
 
 
 def _corpus(tmp_path, lines, name="c.txt"):

@@ -12,6 +12,8 @@ from elmo.formats.published import demo_model_dir
 from elmo.training.perplexity import model_perplexity
 from tests.conftest import SHARED
 
+pytestmark = pytest.mark.slow
+
 SAMPLE = SHARED / "data" / "lm" / "sample"
 
 

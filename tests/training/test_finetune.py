@@ -33,6 +33,7 @@ def _finetune(model: Path, corpus: dict[str, Path], out: Path, *extra: str) -> l
             "--out", str(out), "--no-progress", "--max-steps", "1", *extra]
 
 
+@pytest.mark.slow
 def test_without_a_preset_the_models_own_batch_settings_apply(model, corpus, tmp_path):
     assert main(_finetune(model, corpus, tmp_path / "ft", "--unroll-steps", "6")) == 0
     used = json.loads((tmp_path / "ft" / "train_config.json").read_text())

@@ -15,8 +15,8 @@ from elmo.formats.checkpoints import latest_checkpoint, read_model_state, read_t
 from elmo.formats.model_files import save_bilm
 from elmo.formats.softmax_hdf5 import SOFTMAX_FILE, write_softmax
 from elmo.modules.softmax import Softmax
+from elmo.text.vocab import Vocabulary
 from elmo.training.trainer import Trainer
-from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm, write_lm_corpus
 from tests.formats.bilm_tf_files import write_bilm_tf_dir
 
@@ -75,6 +75,7 @@ def _accumulators(run: Path) -> list[torch.Tensor]:
     return [state[i]["sum"] for i in sorted(state)]
 
 
+@pytest.mark.slow
 def test_the_first_step_equals_the_converted_models_and_starts_from_bilm_tfs_accumulators(
     models, corpus, losses, tmp_path
 ):
@@ -100,6 +101,7 @@ def test_the_first_step_equals_the_converted_models_and_starts_from_bilm_tfs_acc
     assert '"global_step": 10000' in finetune_json and '"softmax": true' in finetune_json
 
 
+@pytest.mark.slow
 def test_resume_after_the_first_step_is_exact(models, corpus, losses, tmp_path):
     assert _finetune(models["bilm-tf"], corpus, tmp_path / "straight", 3) == 0
     assert _finetune(models["bilm-tf"], corpus, tmp_path / "resumed", 1) == 0

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from elmo.char_encoding import batch_to_ids
+from elmo.text.char_encoding import batch_to_ids
+from elmo.text.vocab import Vocabulary
 from elmo.training.perplexity import perplexity, split_rows
 from elmo.training.presets import load_preset
 from elmo.training.run_files import build_language_model
-from elmo.vocab import Vocabulary
 
 SENTENCES = [["the", "cat", "sat"], ["a", "dog"], ["the", "unknownword", "ran", "far", "away"]]
 VOCAB = Vocabulary(["<S>", "</S>", "<UNK>", "the", "cat", "sat", "a", "dog", "ran", "far", "away"])

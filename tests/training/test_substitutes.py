@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.cli import main
 from elmo.errors import ElmoError
 from elmo.formats.model_files import save_bilm
+from elmo.text.char_encoding import batch_to_ids
+from elmo.text.vocab import Vocabulary
 from elmo.training.presets import load_preset
 from elmo.training.run_files import build_language_model, export_language_model
 from elmo.training.substitutes import lm_substitutes, model_substitutes
-from elmo.vocab import Vocabulary
 from tests.conftest import random_bilm
 
 WORDS = ["<S>", "</S>", "<UNK>", "the", "cat", "sat", "a", "dog", "ran", "far", "away", "on", "mat", "."]

@@ -15,10 +15,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from elmo.char_encoding import batch_to_ids
 from elmo.cli import main
 from elmo.formats.checkpoints import latest_checkpoint
 from elmo.formats.model_files import load_bilm
+from elmo.text.char_encoding import batch_to_ids
 from elmo.training.run_files import load_language_model
 from tests.conftest import write_lm_corpus
 
@@ -43,6 +43,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(latest_checkpoint(run_dir) / "model.safetensors")
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
     steps = ["--max-steps", "60", "--checkpoint-every", "5", "--log-every", "20"]
     full = tmp_path / "full"
@@ -67,6 +68,7 @@ def test_kill_9_then_resume_is_bit_identical(corpus, tmp_path):
     assert [h["step"] for h in history] == [20, 40, 60]
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_with_the_same_global_batch(corpus, tmp_path):
     common = ["--max-steps", "6", "--dropout", "0", "--log-every", "1", "--checkpoint-every", "100"]
     common += ["--precision", "fp32"]  # bf16 sums in another order round differently
@@ -85,6 +87,7 @@ def test_two_processes_match_one_with_the_same_global_batch(corpus, tmp_path):
         torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_a_bigger_batch(corpus, tmp_path):
     common = ["--max-steps", "4", "--dropout", "0", "--log-every", "1", "--precision", "fp32"]  # as above
     assert main(["-q", *_args(corpus, tmp_path / "big", *common, "--batch-size", "4")]) == 0
@@ -118,6 +121,7 @@ def test_export_loads_anywhere_and_reproduces_activations(corpus, tmp_path, caps
     assert results[0]["forward"] == pytest.approx(results[1]["forward"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_finetune_reports_before_and_after(corpus, tmp_path):
     from elmo.training.finetune import finetune
     from elmo.training.presets import load_preset
@@ -134,10 +138,10 @@ def test_finetune_reports_before_and_after(corpus, tmp_path):
     assert result["after"]["geometric_mean"] != result["before"]["geometric_mean"]
     assert latest_checkpoint(tmp_path / "ft").name == "step-00000003"
     # "after" is the trainer's final evaluation, which equals scoring the saved fine-tuned model afresh
-    from elmo.sentences import read_sentences
+    from elmo.text.sentences import read_sentences
+    from elmo.text.vocab import Vocabulary
     from elmo.training.perplexity import perplexity
     from elmo.training.run_files import load_language_model
-    from elmo.vocab import Vocabulary
 
     tuned, _ = load_language_model(tmp_path / "ft")
     sentences = [line.tokens for line in read_sentences(corpus["valid"], skip_blank=True)]
@@ -190,6 +194,7 @@ def test_resume_names_a_missing_run_directory(corpus, tmp_path, capsys):
     assert "is not a training run (no train_config.json)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bf16_and_full_softmax_options_train(corpus, tmp_path):
     for name, flags in (("bf16", ("--precision", "bf16")), ("full", ("--full-softmax",))):
         assert main(["-q", *_args(corpus, tmp_path / name, "--max-steps", "2", "--log-every", "1", *flags)]) == 0
@@ -234,6 +239,7 @@ def test_a_bad_flag_value_is_one_line_before_any_file_is_written(corpus, tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
     run = tmp_path / "adam"
     assert main(["-q", *_args(corpus, run, "--max-steps", "4", "--log-every", "1", "--optimizer", "adam",
@@ -244,6 +250,7 @@ def test_adam_with_a_decaying_schedule_logs_the_learning_rate(corpus, tmp_path):
     assert "exp_avg_sq" in next(iter(state["state"].values()))
 
 
+@pytest.mark.slow
 def test_one_process_updates_only_the_sampled_softmax_rows(corpus, tmp_path, caplog):
     """One process with Adagrad gives the softmax sparse updates (two processes keep the dense gradient that
     DistributedDataParallel all-reduces, and still match one process: see test_two_processes_match_one_...);
@@ -261,6 +268,7 @@ def test_one_process_updates_only_the_sampled_softmax_rows(corpus, tmp_path, cap
     assert "sparse Adagrad" not in caplog.text
 
 
+@pytest.mark.slow
 def test_logged_losses_are_window_means_of_both_directions(corpus, tmp_path):
     run = tmp_path / "log"
     assert main(["-q", *_args(corpus, run, "--max-steps", "6", "--log-every", "3")]) == 0
@@ -306,6 +314,7 @@ def test_weight_dropout_reaches_every_lstm_layer(corpus, tmp_path):
         assert len(cells) == 2 * config.lstm.n_layers and all(cell.weight_dropout == 0.25 for cell in cells)
 
 
+@pytest.mark.slow
 def test_a_run_written_with_the_earlier_key_name_resumes(corpus, tmp_path):
     """A run directory whose train_config.json has the keys of earlier versions: ``compile_lstm`` (now ``compile``),
     ``bf16`` (now ``precision``) and the retired ``variational_dropout`` and ``average_last`` at their off values."""
@@ -321,6 +330,7 @@ def test_a_run_written_with_the_earlier_key_name_resumes(corpus, tmp_path):
     assert len(json.loads((run / "history.json").read_text())) == 2
 
 
+@pytest.mark.slow
 def test_compile_option_trains_through_the_compiled_loops(corpus, tmp_path):
     from elmo.modules import char_cnn, compiled, highway, lstm_window, softmax_loss
 

@@ -10,9 +10,9 @@ import pytest
 
 from elmo.cli import main
 from elmo.errors import ConfigError
+from elmo.text.vocab import Vocabulary
 from elmo.training.corpus import expand_shards
 from elmo.training.vocab_counts import count_words, vocabulary_from_counts
-from elmo.vocab import Vocabulary
 
 
 def _write(path, lines):

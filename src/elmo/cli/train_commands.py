@@ -22,12 +22,12 @@ from elmo.errors import ConfigError
 from elmo.presets import preset_names
 from elmo.settings import at_least
 from elmo.shared_settings import DEVICE, INITIAL_STATES, PROGRESS
+from elmo.text.vocab import SPECIAL_TOKENS
 from elmo.training.perplexity import model_perplexity
 from elmo.training.run_files import is_run_dir
 from elmo.training.substitutes import model_substitutes, read_tokenised_lines
 from elmo.training.train_config import TrainConfig
 from elmo.training.vocab_counts import vocabulary_from_counts
-from elmo.vocab import SPECIAL_TOKENS
 
 log = logging.getLogger("elmo")
 

@@ -18,11 +18,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from elmo.char_encoding import token_lists
 from elmo.embedding.batch_plan import ordered_batches, token_budget_batches
 from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.selection import VectorSelection
 from elmo.precision import Precision
+from elmo.text.char_encoding import token_lists
 
 Progress = Callable[[int, int], None]
 """Called after each batch with (sentences, tokens) done in it."""

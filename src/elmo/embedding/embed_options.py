@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from elmo.config import MIN_WINDOW
 from elmo.errors import UsageError
 from elmo.precision import Precision
-from elmo.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 from elmo.settings import at_least, check_settings, setting
 from elmo.shared_settings import FORCE, INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
+from elmo.text.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 
 STATELESS_BATCH_SIZE = 256
 CARRY_BATCH_SIZE = 64

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmo.char_encoding import as_tokens, token_lists
 from elmo.devices import checked_device
 from elmo.embedding.contract import Progress, embed_in_order
 from elmo.embedding.embed_options import EmbedOptions
@@ -26,6 +25,7 @@ from elmo.precision import for_precision, resolve_precision
 from elmo.runtime.hashing import digest_of
 from elmo.runtime.interrupts import stop_point
 from elmo.runtime.threads import small_ops_on_one_thread
+from elmo.text.char_encoding import as_tokens, token_lists
 
 
 class Embedder:

@@ -45,7 +45,7 @@ from elmo.embedding.selection import SELECTION_FIELDS, VectorSelection
 from elmo.errors import ElmoError, InputFileError, UsageError
 from elmo.runtime.distributed import DistInfo
 from elmo.runtime.text_files import display_name, is_stream
-from elmo.sentences import Line, count_sentences, read_sentences, resolve_input_format
+from elmo.text.sentences import Line, count_sentences, read_sentences, resolve_input_format
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ import os
 import numpy as np
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.formats.hdf5 import write_hdf5_atomic
 from elmo.modules.bilm import BiLM
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.vocab import Vocabulary
+from elmo.text.char_encoding import batch_to_ids
+from elmo.text.vocab import Vocabulary
 
 
 @torch.inference_mode()

@@ -36,7 +36,7 @@ from elmo.formats.manylangs import load_manylangs, read_manylangs_config
 from elmo.formats.original import OPTIONS_FILE, load_original, pick_weights
 from elmo.modules.bilm import BiLM
 from elmo.runtime.text_files import parse_json
-from elmo.vocab import Vocabulary
+from elmo.text.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

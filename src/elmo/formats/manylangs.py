@@ -3,7 +3,7 @@ folder inside a zip archive, holding::
 
     config.json          the training options; "config_path" names the model config
     <model config>.json  encoder + token_embedder sizes (often absent: the original then uses its bundled copy)
-    char.dic, word.dic   token<TAB>id lines (:func:`elmo.manylangs_vocab.parse_dictionary`)
+    char.dic, word.dic   token<TAB>id lines (:func:`elmo.text.manylangs_vocab.parse_dictionary`)
     token_embedder.pkl   torch.save'd state dict of the token embedder
     encoder.pkl          torch.save'd state dict of the biLM (AllenNLP's ElmoLstm names, PyTorch gate order)
 
@@ -46,9 +46,9 @@ from elmo.config import (
 from elmo.errors import ConfigError, WeightFileError
 from elmo.formats.archive_limits import check_member_count, extract_zip_member, read_zip_member
 from elmo.formats.checked_reads import all_finite, load_checked_state, read_whole
-from elmo.manylangs_vocab import CHAR_SPECIALS, WORD_SPECIALS, ManyLangsLexicon, parse_dictionary
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.runtime.text_files import parse_json
+from elmo.text.manylangs_vocab import CHAR_SPECIALS, WORD_SPECIALS, ManyLangsLexicon, parse_dictionary
 
 CONFIG_FILE = "config.json"
 CHAR_DIC = "char.dic"

@@ -15,9 +15,9 @@ from safetensors.torch import save_file
 from elmo.config import MAX_VOCABULARY, BiLMConfig, check_integer
 from elmo.errors import ConfigError
 from elmo.formats.checked_reads import load_safetensors_weights, read_json
-from elmo.manylangs_vocab import ManyLangsLexicon
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.runtime.atomic_files import write_atomic, write_text_atomic
+from elmo.text.manylangs_vocab import ManyLangsLexicon
 
 NATIVE_CONFIG_FILE = "config.json"
 NATIVE_WEIGHTS_FILE = "model.safetensors"

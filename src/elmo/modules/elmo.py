@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.modules.bilm import BiLM, BiLMState, StatefulBiLM
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.initial_state import WarmStartBiLM
 from elmo.modules.scalar_mix import ScalarMix
 from elmo.modules.sequence import add_sentence_boundaries, mask_from_ids, remove_sentence_boundaries
 from elmo.shared_settings import INITIAL_STATES
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 
 
 @dataclass
@@ -142,7 +142,7 @@ class Elmo(ElmoHead):
             do_layer_norm=do_layer_norm,
             dropout=dropout,
         )
-        trained = bilm.default_mix  # a TF-Hub module's own mix (formats/tf_hub.py): the start
+        trained = bilm.default_mix  # a TF-Hub module's own mix (formats/tensorflow/tf_hub.py): the start
         if scalar_mix_parameters is None and trained is not None:
             with torch.no_grad():
                 for mix in self.scalar_mixes:

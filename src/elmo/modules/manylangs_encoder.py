@@ -1,6 +1,6 @@
 """ELMoForManyLangs' token encoder (its ``ConvTokenEmbedder``), computed op for op as the original does:
 
-    token row (1 + W ids, :mod:`elmo.manylangs_vocab`) -> word vector (word_dim)          [if word_dim > 0]
+    token row (1 + W ids, :mod:`elmo.text.manylangs_vocab`) -> word vector (word_dim)          [if word_dim > 0]
                                                        -> char vectors (W, char_dim)
       -> for each (width, n): Conv1d over the W positions -> max over positions -> activation
       -> concat (F) -> highway layers (AllenNLP's form, always relu) -> (F)                  [if char_dim > 0]
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from elmo.config import ManyLangsTokenConfig
-from elmo.manylangs_vocab import BOS_TOKEN, EOS_TOKEN, ManyLangsLexicon
+from elmo.text.manylangs_vocab import BOS_TOKEN, EOS_TOKEN, ManyLangsLexicon
 
 TOKENS_PER_CHUNK = 256
 """Tokens per convolution call: bounds the (chunk, F, W) activation (~100 MB for 2048 filters in float32)."""

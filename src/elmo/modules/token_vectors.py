@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.modules.char_cnn import CharCNNEncoder
 from elmo.modules.manylangs_encoder import ManyLangsTokenEncoder
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 
 ENCODE_CHUNK = 4096
 """Distinct words per char-CNN call."""

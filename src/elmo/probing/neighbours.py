@@ -16,7 +16,7 @@ from elmo.embedding.embedder import Embedder
 from elmo.errors import ElmoError, InputFileError
 from elmo.probing.activations import compute_activations
 from elmo.runtime.text_files import display_name
-from elmo.sentences import read_sentences
+from elmo.text.sentences import read_sentences
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -18,12 +18,12 @@ from itertools import islice
 
 import numpy as np
 
-from elmo.conllu import TAGSETS, Sentence, read_conllu
 from elmo.embedding.embedder import Embedder
 from elmo.errors import InputFileError
 from elmo.probing.activations import compute_activations
 from elmo.probing.linear import ProbeSettings, accuracy, train_probe
 from elmo.runtime.text_files import display_name
+from elmo.text.conllu import TAGSETS, Sentence, read_conllu
 
 log = logging.getLogger(__name__)
 

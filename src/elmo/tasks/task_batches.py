@@ -8,9 +8,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from elmo.char_encoding import batch_to_ids
 from elmo.tasks.elmo_features import ActivationCache, pad_layers
 from elmo.tasks.word_index import WordIndex
+from elmo.text.char_encoding import batch_to_ids
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Text shards: discovery by glob, loading (:mod:`elmo.sentences`), and a resumable shuffled sentence stream.
+"""Text shards: discovery by glob, loading (:mod:`elmo.text.sentences`), and a resumable shuffled sentence stream.
 
 A corpus is one or more shards (plain text or ``.gz``), one whitespace-tokenised sentence per line. Like the original
 ``LMDataset``, training visits the shards in a shuffled order each epoch and shuffles the sentences of a shard after
@@ -19,7 +19,7 @@ import numpy as np
 
 from elmo.errors import InputFileError
 from elmo.runtime.text_files import STDIN, display_name, is_stream
-from elmo.sentences import read_sentences
+from elmo.text.sentences import read_sentences
 
 
 def expand_shards(patterns: str | Sequence[str]) -> list[Path]:

@@ -30,11 +30,11 @@ from elmo.formats.tensorflow.bilm_tf_checkpoint import read_bilm_tf_training_sta
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import write_json_atomic
 from elmo.runtime.distributed import DistInfo
-from elmo.sentences import read_sentences
+from elmo.text.sentences import read_sentences
+from elmo.text.vocab import Vocabulary
 from elmo.training.perplexity import perplexity
 from elmo.training.run_files import FINETUNE_FILE, VOCAB_FILE, wrap_bilm
 from elmo.training.trainer import TrainSpec, check_run_dir, start_run
-from elmo.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

@@ -26,17 +26,17 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
 from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.formats.warm_state import warm_state_for
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.runtime.threads import small_ops_on_one_thread
-from elmo.sentences import read_sentences
 from elmo.settings import SettingError
 from elmo.shared_settings import INITIAL_STATES
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
+from elmo.text.sentences import read_sentences
+from elmo.text.vocab import Vocabulary
 from elmo.training.run_files import load_language_model
-from elmo.vocab import Vocabulary
 
 
 @dataclass

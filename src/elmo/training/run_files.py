@@ -34,8 +34,8 @@ from elmo.modules.initialization import init_like_original
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.modules.softmax import Softmax
 from elmo.runtime.atomic_files import check_destination, replace_directory
+from elmo.text.vocab import Vocabulary
 from elmo.training.train_config import TrainConfig, split_preset
-from elmo.vocab import Vocabulary
 
 RUN_CONFIG_FILE = "train_config.json"
 VOCAB_FILE = "vocab.txt"

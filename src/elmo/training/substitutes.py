@@ -23,15 +23,15 @@ from itertools import islice
 import torch
 from torch.nn import functional as F
 
-from elmo.char_encoding import batch_to_ids, token_lists
 from elmo.devices import checked_device
 from elmo.errors import ElmoError
 from elmo.modules.language_model import BiLMLanguageModel
 from elmo.runtime.threads import small_ops_on_one_thread
-from elmo.sentences import read_sentences
 from elmo.settings import SettingError
+from elmo.text.char_encoding import batch_to_ids, token_lists
+from elmo.text.sentences import read_sentences
+from elmo.text.vocab import Vocabulary
 from elmo.training.run_files import load_language_model
-from elmo.vocab import Vocabulary
 
 SOFTMAX_ELEMENTS = 1 << 24
 """Logits scored in one product: (positions x V) floats, 64 MB; a published vocabulary has about 800k words."""

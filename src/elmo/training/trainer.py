@@ -45,15 +45,15 @@ from elmo.runtime.compile_switch import set_compile
 from elmo.runtime.distributed import DistInfo, mean_across
 from elmo.runtime.extras import optional
 from elmo.runtime.interrupts import StopRequest, stop_on_signals
-from elmo.sentences import read_sentences
 from elmo.settings import SettingError
+from elmo.text.sentences import read_sentences
+from elmo.text.vocab import Vocabulary
 from elmo.training.corpus import SentenceStream, expand_shards, rereadable
 from elmo.training.optimizer import clipped_step, gradient_norm, make_optimizer, seed_adagrad
 from elmo.training.perplexity import PerplexityResult, perplexity
 from elmo.training.run_files import FINETUNE_FILE, RUN_CONFIG_FILE, VOCAB_FILE, build_language_model
 from elmo.training.train_config import TrainConfig, lr_factor, merge_preset, split_preset
 from elmo.training.windows import LMBatch, PackerState, RowPacker, windows_to_batch
-from elmo.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

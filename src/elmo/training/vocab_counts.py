@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from elmo.errors import ConfigError
-from elmo.sentences import read_sentences
-from elmo.vocab import SPECIAL_TOKENS, Vocabulary
+from elmo.text.sentences import read_sentences
+from elmo.text.vocab import SPECIAL_TOKENS, Vocabulary
 
 
 def count_words(paths: Iterable[str | os.PathLike]) -> Counter[str]:

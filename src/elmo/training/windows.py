@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, shifted_char_ids
+from elmo.text.vocab import Vocabulary
 from elmo.training.corpus import SentencePosition, SentenceStream
-from elmo.vocab import Vocabulary
 
 
 @dataclass

@@ -43,8 +43,8 @@ def elmo_udf(model: ModelRef | str = "demo", *, device: str | None = None, **set
     ref = ModelRef.parse(model)  # a spelling that names nothing is refused now, on the driver
     if ref.is_local:  # a published model not yet downloaded is fetched by the workers, not here
         selection.check_model(ref.read_config().num_layers)
-    functions = require("pyspark.ml.functions", "spark", "elmo.spark.elmo_udf")
-    types = require("pyspark.sql.types", "spark", "elmo.spark.elmo_udf")
+    functions = require("pyspark.ml.functions", "spark", "elmo.integrations.spark.elmo_udf")
+    types = require("pyspark.sql.types", "spark", "elmo.integrations.spark.elmo_udf")
     _local_workers_run_this_python()
     depth = len(selection.shape(2, 1)) + (0 if selection.pooled else 1)  # array levels of one row's output
     return_type = types.FloatType()
@@ -98,7 +98,7 @@ def _local_workers_run_this_python() -> None:
     interpreter; a cluster's executors keep Spark's own choice (their Python is theirs to set)."""
     if os.environ.get("PYSPARK_PYTHON"):
         return
-    context = require("pyspark", "spark", "elmo.spark.elmo_udf").SparkContext._active_spark_context
+    context = require("pyspark", "spark", "elmo.integrations.spark.elmo_udf").SparkContext._active_spark_context
     if context is not None and context.master.startswith("local") and context.pythonExec != sys.executable:
         context.pythonExec = sys.executable  # read when a column function is applied, which comes after this call
 
@@ -108,5 +108,5 @@ def _threads_from_task_cpus() -> None:
     which must not each take all the cores."""
     from elmo.runtime.threads import set_process_threads
 
-    context = require("pyspark", "spark", "elmo.spark.elmo_udf").TaskContext.get()
+    context = require("pyspark", "spark", "elmo.integrations.spark.elmo_udf").TaskContext.get()
     set_process_threads(context.cpus() if context is not None else 1)

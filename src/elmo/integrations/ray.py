@@ -5,7 +5,7 @@ its text where it runs, with one model per actor (docs/integrations.md, "Ray Dat
                    compute=ray.data.ActorPoolStrategy(size=1), num_cpus=1, batch_size=256)
 
 Ray is imported when a predictor is made (in the actor, where it reads the actor's CPU allotment), never at
-``import elmo.ray``: without the extra, making one is the one line ``pip install "elmo-bilm[ray]"``.
+``import elmo.integrations.ray``: without the extra, making one is the one line ``pip install "elmo-bilm[ray]"``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ElmoPredictor:
     def _load(self, model: ModelRef | str, device: str | None, settings: dict[str, Any]) -> None:
         self.selection, options, columns = table_settings(settings, "ElmoPredictor", InputColumns)
         self.columns = InputColumns(**columns)
-        threads_from_ray_allotment(require("ray", "ray", "elmo.ray.ElmoPredictor"))
+        threads_from_ray_allotment(require("ray", "ray", "elmo.integrations.ray.ElmoPredictor"))
         ref = ModelRef.parse(model)
         self.embedder = Embedder(ref.load(), options, device=device, model_name=ref.record)
         self.selection.check_model(self.embedder.num_layers)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from elmo.conllu import read_conllu
 from elmo.errors import InputFileError
+from elmo.text.conllu import read_conllu
 
 SHARED_EWT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tasks" / "ud_english_ewt"
 

@@ -5,11 +5,11 @@ Three input formats:
 - ``text`` (default): one tokenised sentence per line, split on ``\\n`` only (as ``allennlp elmo`` and bilm-tf do),
   then tokenised on whitespace. An empty line is an empty sentence (``skip_blank`` drops it), and it keeps its key,
   so keys stay aligned with line numbers.
-- ``conllu``: the FORM column of each sentence's syntactic words (``elmo.conllu``: multiword-token ranges and empty
+- ``conllu``: the FORM column of each sentence's syntactic words (``elmo.text.conllu``: multiword-token ranges and empty
   nodes skipped). A sentence's key is its 0-based position among the file's sentences (the ``# sent_id`` comment
   is not used: not every file has one, and an HDF5 name cannot hold every string it may hold, e.g. ``/``).
-- ``fasta``: one record per sentence, one token per residue (``elmo.fasta``); a sentence's key is its record id.
-- ``jsonl`` and ``parquet``: one record per sentence, its ``text_field`` (``elmo.records``); keyed by its
+- ``fasta``: one record per sentence, one token per residue (``elmo.text.fasta``); a sentence's key is its record id.
+- ``jsonl`` and ``parquet``: one record per sentence, its ``text_field`` (``elmo.text.records``); keyed by its
   ``id_field`` when one is named, else by its position among the records.
 
 ``auto`` picks the format from the file name (:func:`resolve_input_format`). ``tokens="chars"`` makes a text line
@@ -26,11 +26,11 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from elmo.conllu import read_conllu
 from elmo.errors import ConfigError, reading
-from elmo.fasta import is_fasta_name, read_fasta
-from elmo.records import count_records, read_jsonl, read_parquet_records, record_format_of
 from elmo.runtime.text_files import is_stream, raw_lines, read_text_lines
+from elmo.text.conllu import read_conllu
+from elmo.text.fasta import is_fasta_name, read_fasta
+from elmo.text.records import count_records, read_jsonl, read_parquet_records, record_format_of
 
 ENCODING_ERRORS = ("strict", "replace")
 INPUT_FORMATS = ("text", "conllu", "fasta", "jsonl", "parquet")
@@ -81,7 +81,7 @@ def read_sentences(
         errors: "strict" raises :class:`~elmo.errors.InputFileError` naming the first line that is not UTF-8;
             "replace" turns bad bytes into U+FFFD and carries on.
         what, advice: of a text file, the noun of its "no such ..." error and what its not-UTF-8 error advises
-            (a CoNLL-U file's errors have their own: :func:`elmo.conllu.read_conllu`).
+            (a CoNLL-U file's errors have their own: :func:`elmo.text.conllu.read_conllu`).
         skip_blank: leave out sentences without tokens (training's corpora and held-out files).
         tokens: "words" (whitespace-separated) or "chars" (every character that is not whitespace) of a text line
             or a record's text; a FASTA record is always one token per residue, and CoNLL-U's tokens are its words.

@@ -1,4 +1,5 @@
-"""ELMo as a Flair token embedding: ``from elmo.flair import ELMoEmbeddings`` (``pip install "elmo-bilm[flair]"``).
+"""ELMo as a Flair token embedding: ``from elmo.integrations.flair import ELMoEmbeddings``
+(``pip install "elmo-bilm[flair]"``).
 
 Flair's own ``flair.embeddings.ELMoEmbeddings`` (its legacy module) needs allennlp 0.9 and cannot be saved with a
 tagger; this class replaces it. Supported Flair: >=0.15,<0.16 (tested with 0.15.1).
@@ -16,7 +17,7 @@ architecture (``options.json``'s content): a saved tagger loads on any machine, 
 trained from has moved or gone, as Flair's own Transformer and Flair embeddings do. The price is the biLM's fp32
 weights in every saved tagger and checkpoint (about 370 MB for the original 5.5B model). ``to_params`` also holds a
 reference to this class, so unpickling the tagger file imports this module, which registers the class with Flair:
-``SequenceTagger.load(path)`` works in a new process whose code never imports ``elmo.flair``.
+``SequenceTagger.load(path)`` works in a new process whose code never imports ``elmo.integrations.flair``.
 """
 
 from __future__ import annotations
@@ -37,14 +38,14 @@ from elmo.embedding.embedder import Embedder
 from elmo.embedding.selection import TOKEN_FIELDS, VectorSelection
 from elmo.errors import ConfigError, ElmoError
 from elmo.formats.model_ref import ModelRef
-from elmo.manylangs_vocab import ManyLangsLexicon
 from elmo.modules.bilm import BiLM, build_bilm
 from elmo.modules.token_vectors import TOKEN_ENCODERS
 from elmo.runtime.extras import require
 from elmo.settings import SettingError, check_settings, setting, split_settings
 from elmo.shared_settings import DEVICE
+from elmo.text.manylangs_vocab import ManyLangsLexicon
 
-flair = require("flair", "flair", "elmo.flair")
+flair = require("flair", "flair", "elmo.integrations.flair")
 from flair.data import Sentence  # noqa: E402  (after the one-line message of a missing extra)
 from flair.embeddings import TokenEmbeddings  # noqa: E402
 from flair.embeddings.base import register_embeddings  # noqa: E402
@@ -62,7 +63,7 @@ def _check_flair_version(version: str) -> None:
     except ValueError:
         minor = None
     if minor is None or not SUPPORTED_FLAIR[0] <= minor < SUPPORTED_FLAIR[1]:
-        log.warning("elmo.flair is tested with Flair >=0.15,<0.16; this is Flair %s", version)
+        log.warning("elmo.integrations.flair is tested with Flair >=0.15,<0.16; this is Flair %s", version)
 
 
 _check_flair_version(flair.__version__)
@@ -185,7 +186,8 @@ class ELMoEmbeddings(TokenEmbeddings):
         assert config is not None
         lexicon = getattr(self.bilm.token_encoder, "lexicon", None)
         return {
-            "loader": ELMoEmbeddings,  # unpickling this imports elmo.flair, which registers the class with Flair
+            # unpickling this imports elmo.integrations.flair, which registers the class with Flair
+            "loader": ELMoEmbeddings,
             "model": self.model_reference,
             "options": config.to_options(),
             "lexicon": None if lexicon is None else lexicon.to_json(),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from elmo.errors import ConfigError
-from elmo.manylangs_vocab import ManyLangsLexicon, parse_dictionary
+from elmo.text.manylangs_vocab import ManyLangsLexicon, parse_dictionary
 
 SPECIAL_CHARS = {"<bos>": 10, "<eos>": 11, "<oov>": 12, "<pad>": 13, "<bow>": 14, "<eow>": 15}
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from elmo.char_encoding import BOS_TOKEN, EOS_TOKEN, token_lists
 from elmo.errors import InputFileError
 from elmo.runtime.text_files import read_text_lines
+from elmo.text.char_encoding import BOS_TOKEN, EOS_TOKEN, token_lists
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elmo.char_encoding import (
+from elmo.text.char_encoding import (
     BOS_CHAR,
     BOW_CHAR,
     EOS_CHAR,

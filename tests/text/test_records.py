@@ -1,4 +1,4 @@
-"""JSONL and Parquet input of `elmo embed` (elmo.records): records give the vectors their sentences give as plain
+"""JSONL and Parquet input of `elmo embed` (elmo.text.records): records give the vectors their sentences give as plain
 text, keyed by --id-field, and every bad record is one line naming the file and line or row."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from elmo.cli import main
 from elmo.errors import InputFileError
-from elmo.records import count_records, read_jsonl, read_parquet_records
-from elmo.sentences import read_sentences, resolve_input_format
+from elmo.text.records import count_records, read_jsonl, read_parquet_records
+from elmo.text.sentences import read_sentences, resolve_input_format
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -39,6 +39,7 @@ def plain(tmp_path) -> dict[str, np.ndarray]:
         return {str(i): f[str(i)][()] for i in range(len(SENTENCES))}
 
 
+@pytest.mark.slow
 def test_jsonl_records_give_the_plain_texts_vectors_keyed_by_id(tmp_path, plain):
     path = tmp_path / "in.jsonl"
     records = [{"id": f"doc-{i}", "text": s, "other": [1, 2]} for i, s in enumerate(SENTENCES)]
@@ -83,6 +84,7 @@ def test_formats_are_found_by_name_and_counted(tmp_path):
     assert [line.tokens for line in read_sentences(path, "auto", tokens="chars")] == [["a", "b"], ["c"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("content", "message"), [
     ('{"text": "a", "id": 0}\nnot json\n', "bad.jsonl:2: not a JSON object (Expecting value at column 1)"),
     ('["a", "b"]\n', "bad.jsonl:1: not a JSON object (a JSON list)"),
@@ -100,6 +102,7 @@ def test_a_bad_jsonl_record_is_one_line_naming_file_and_line(tmp_path, capsys, c
     assert not (tmp_path / "out.hdf5").exists()
 
 
+@pytest.mark.slow
 def test_a_parquet_file_without_the_column_or_not_parquet_is_one_line(tmp_path, capsys):
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({"doc": ["d1"], "body": ["a b"]}), path)
@@ -123,6 +126,7 @@ def test_a_null_text_in_parquet_names_its_row(tmp_path):
     assert [r.tokens for r in read_jsonl(_jsonl(tmp_path, [{"text": "x y"}]))] == [["x", "y"]]
 
 
+@pytest.mark.slow
 def test_a_changed_text_field_refuses_to_resume(tmp_path, capsys):
     path = _jsonl(tmp_path, [{"text": "a b", "title": "c"}, {"text": "d", "title": "e f"}])
     assert _embed(path, tmp_path / "out", "--pool", "mean", "--format", "parquet") == 0
@@ -137,6 +141,7 @@ def _jsonl(tmp_path, records) -> object:
     return path
 
 
+@pytest.mark.slow
 def test_an_id_field_named_like_an_output_column_is_refused(tmp_path, capsys):
     path = tmp_path / "in.jsonl"
     path.write_text('{"line": "a", "text": "the cat"}\n', encoding="utf-8")
