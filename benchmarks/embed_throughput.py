@@ -260,7 +260,7 @@ def main_shapes(config_name: str, sentences: int) -> dict[str, tuple[int, int, i
 def gemm_flops_per_run(config_name: str, n: int) -> dict[str, float]:
     """GEMM FLOPs of one run over the case's sentences, by implementation (:mod:`flops`)."""
     import torch
-    from flops import lstm_macs_per_position, reference_token_macs, token_layer_macs
+    from flops import lstm_macs_per_position, our_lstm_macs, reference_token_macs, token_layer_macs
 
     from elmo.config import NAMED_CONFIGS
     from elmo.modules.bilm import build_bilm
@@ -273,11 +273,11 @@ def gemm_flops_per_run(config_name: str, n: int) -> dict[str, float]:
     ids = torch.from_numpy(shifted_char_ids(words, bilm.token_encoder.config.max_characters_per_token))
     positions = sum(len(row) for row in rows)
     padded = len(rows) * max(len(row) for row in rows)
-    lstm = lstm_macs_per_position(bilm)
-    ours = token_layer_macs(bilm.token_encoder, ids) + positions * lstm
-    reference = padded * (reference_token_macs(bilm.token_encoder) + lstm)
+    lstm = our_lstm_macs(bilm, positions, len(words))
+    ours = token_layer_macs(bilm.token_encoder, ids) + lstm
+    reference = padded * (reference_token_macs(bilm.token_encoder) + lstm_macs_per_position(bilm))
     # with --vocab-cache every word is a hit after the warm-up run: only the LSTMs run
-    return {"ours": 2 * ours, "ours cached": 2 * positions * lstm, "reference": 2 * reference}
+    return {"ours": 2 * ours, "ours cached": 2 * lstm, "reference": 2 * reference}
 
 
 # ---------------------------------------------------------------- memory check

@@ -3,7 +3,7 @@ one JSON record to a results file; ``table`` prints them as one markdown table.
 
     python benchmarks/gpu_check.py parity  --device cuda --results r.jsonl
     python benchmarks/gpu_check.py embed   --device cuda --results r.jsonl --config original --sentences 20000 \\
-        --precision bf16
+        --precision bf16 --pipeline on
     python benchmarks/gpu_check.py train   --device cuda --results r.jsonl --config original --steps 200 \\
         --sentences 20000 --corpus dir --out run-dir     (also writes the corpus and its vocabulary into dir)
     python benchmarks/gpu_check.py table   --results r.jsonl
@@ -107,10 +107,12 @@ def parity(args: argparse.Namespace) -> None:
 
 def embed(args: argparse.Namespace) -> None:
     """``--sentences`` real sentences through the Embedder (sorted batches) with random weights of ``--config``'s
-    architecture, once to warm up on the first batch, then timed."""
+    architecture, once to warm up on the first batch, then timed. With the pipeline (``--pipeline``) the result says
+    how much its stages overlapped in the timed run and how many host buffers it allocated and reused."""
     import torch
 
     from elmo.embedding.embedder import Embedder
+    from elmo.embedding.pipeline import PipelineStats, pipelined
     from elmo.modules.bilm import build_bilm
     from elmo.training.presets import load_preset
 
@@ -122,19 +124,29 @@ def embed(args: argparse.Namespace) -> None:
         for p in bilm.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * (p.shape[-1] ** -0.5 if p.dim() > 1 else 0.1))
     sentences, source = real_sentences(args.sentences)
-    embedder = Embedder(bilm, device=args.device, precision=args.precision,
+    embedder = Embedder(bilm, device=args.device, precision=args.precision, pipeline=args.pipeline,
                         max_batch_tokens=args.max_batch_tokens, batch_size=args.batch_size)
     list(embedder.embed_sentences(sentences[: args.batch_size]))  # warm-up
     synchronize(device)
+    embedder.pipeline_stats = stats = PipelineStats()  # the timed run's only
+    buffers = embedder.host_buffers
+    allocated, reused = buffers.allocations, buffers.reuses
     start = time.perf_counter()
     tokens = sum(layers.shape[1] for layers in embedder.embed_sentences(sentences))
     synchronize(device)
     seconds = time.perf_counter() - start
-    record(args.results, {"check": f"embed {args.sentences:,} sentences, {args.config}, {args.precision}",
+    on = pipelined(args.pipeline, device)
+    pipeline = (f"; pipeline {stats.describe()}; host buffers: {buffers.allocations - allocated} allocated "
+                f"({buffers.allocations} in all, {buffers.allocated_bytes / 2**20:,.0f} MiB"
+                f"{', pinned' if buffers.pinned else ''}), {buffers.reuses - reused} reused, at most "
+                f"{buffers.most_lent} lent at once") if on else ""
+    record(args.results, {"check": f"embed {args.sentences:,} sentences, {args.config}, {args.precision}, pipeline "
+                                   f"{'on' if on else 'off'}",
                           "ok": tokens == sum(map(len, sentences)), "tokens_per_s": tokens / seconds,
                           "peak_memory_mb": peak_memory_mb(device),
                           "result": f"{tokens:,} tokens in {seconds:.1f} s, sorted batches of up to {args.batch_size} "
-                                    f"sentences / {args.max_batch_tokens:,} tokens; sentences from {source}"})
+                                    f"sentences / {args.max_batch_tokens:,} tokens; sentences from {source}"
+                                    + pipeline})
 
 
 def write_corpus(directory: Path, n: int) -> str:
@@ -200,6 +212,8 @@ def table(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    from elmo.embedding.embed_options import PIPELINE_CHOICES
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=("parity", "embed", "train", "table"))
     parser.add_argument("--device", default="cuda")
@@ -209,6 +223,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20000)
     parser.add_argument("--batch-size", type=int, default=None, help="embed: sentences per batch; train: rows")
     parser.add_argument("--max-batch-tokens", type=int, default=4096)
+    parser.add_argument("--pipeline", default="auto", choices=PIPELINE_CHOICES,
+                        help="embed: overlap host work with the model's (auto: on with CUDA)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--corpus", type=Path, help="train: where to write the sentences and their vocabulary")

@@ -2,7 +2,8 @@
 # The GPU path in one run, one table (parts in benchmarks/gpu_check.py, each its own process):
 #   1. parity on the device: bilm-tf's fixture within 1e-5 in fp32; bf16 cosine to fp32 >= 0.999 (mean)
 #   2. `elmo embed`'s Embedder over 20,000 real sentences, the original architecture with random weights,
-#      fp32 and bf16: tokens/s and peak GPU memory
+#      fp32 (--pipeline auto), and bf16 with the pipeline on and off: tokens/s, peak GPU memory, and the
+#      pipeline's overlap and host buffers
 #   3. 200 training steps of the original architecture with sampled softmax: tokens/s and peak memory
 #   4. `elmo train` under a 1-process torchrun (NCCL on CUDA)
 #   5. on the GPU only: the training of 3 again with large batches (1024 rows), eager and through torch.compile
@@ -58,9 +59,11 @@ part() {  # name, arguments
 }
 
 part parity --device "$DEVICE"
-for precision in fp32 bf16; do
+# fp32 as elmo embed runs it (--pipeline auto); bf16 with the pipeline on and off, for its overlap and its gain
+for run in "fp32 auto" "bf16 on" "bf16 off"; do
+    read -r precision pipeline <<< "$run"
     part embed --device "$DEVICE" --config "$CONFIG" --sentences "$SENTENCES" --precision "$precision" \
-        --batch-size "$EMBED_BATCH" --max-batch-tokens "$EMBED_TOKENS"
+        --pipeline "$pipeline" --batch-size "$EMBED_BATCH" --max-batch-tokens "$EMBED_TOKENS"
 done
 part train --device "$DEVICE" --config "$CONFIG" --steps "$STEPS" --log-every "$LOG_EVERY" \
     --precision "$TRAIN_PRECISION" --batch-size "$TRAIN_BATCH" --sentences "$SENTENCES" \

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from elmo.embedding.contract import one_batch_at_a_time
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.parts import sentence_key_problem, write_sentence_to_index
 from elmo.errors import ConfigError, InputFileError
@@ -254,6 +255,8 @@ class ElmoEmbedder:
         if sentences == [[]]:  # AllenNLP does not run the model here (so a stateful run keeps its states)
             return [np.zeros((self._embedder.num_layers, 0, self._embedder.output_dim), dtype=np.float32)]
         return self._embedder.embed_batch(sentences)
+
+    embed_batches = one_batch_at_a_time  # a stateful run's batches follow each other
 
     def embed_sentences(
         self, sentences: Iterable[list[str]], batch_size: int = DEFAULT_BATCH_SIZE

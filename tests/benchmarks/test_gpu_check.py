@@ -23,9 +23,11 @@ def test_gpu_check_runs_on_cpu_and_prints_one_table(tmp_path):
     table = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert table[0] == "| check | ok | tokens/s | peak memory MB | result |"
     checks = [row.split(" | ")[0].removeprefix("| ") for row in table[1:]]
-    assert checks == ["parity with bilm-tf", "embed 40 sentences, tiny, fp32", "embed 40 sentences, tiny, bf16",
+    assert checks == ["parity with bilm-tf", "embed 40 sentences, tiny, fp32, pipeline off",
+                      "embed 40 sentences, tiny, bf16, pipeline on", "embed 40 sentences, tiny, bf16, pipeline off",
                       "train tiny, sampled softmax, fp32, 4 x 5 tokens a step",
                       "elmo train, 1-process torchrun (gloo)"]
     assert all(" | yes | " in row for row in table[1:]), "\n".join(table)
     assert "machine: " in done.stdout and "ISA " in done.stdout
+    assert "pipeline overlap " in table[3] and " reused, at most " in table[3]  # what the GPU run is to report
     assert (tmp_path / "torchrun-run" / "checkpoints").is_dir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from elmo.embedding.contract import SentenceEmbedder, embed_in_order
+from elmo.embedding.contract import SentenceEmbedder, embed_in_order, one_batch_at_a_time
 from elmo.embedding.embed_options import EmbedOptions, OutputOptions
 from elmo.embedding.embedder import Embedder
 from elmo.embedding.file_job import EmbedFileJob
@@ -28,6 +28,8 @@ class LengthEmbedder:
     def embed_batch(self, sentences):
         self.batches.append(len(sentences))
         return [np.full((2, len(s), 3), len(s), dtype=np.float32) for s in sentences]
+
+    embed_batches = one_batch_at_a_time
 
     def embed_sentences(self, sentences, batch_size=None, progress=None):
         return embed_in_order(self, sentences, batch_size, progress)

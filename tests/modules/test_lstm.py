@@ -164,3 +164,42 @@ def test_inference_path_equals_the_autograd_path_for_any_input_window(monkeypatc
     torch.testing.assert_close(h_inference, h.detach(), rtol=0, atol=1e-6)
     torch.testing.assert_close(c_inference, c.detach(), rtol=0, atol=1e-6)
     assert budgets == [min(window_rows, max(1, window_bytes // 96))]  # the row cap and the byte cap
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("window_rows", [2048, 5])
+def test_a_word_table_gives_the_same_outputs_with_the_first_layer_once_per_word(monkeypatch, precision, window_rows):
+    """The biLM over a batch given as distinct words (the embedder's way) equals it over the same token vectors, in
+    both directions (the backward one reads the index reversed), for windows of any size, up to the GEMM's summation
+    order (a row's product can depend on how many rows the GEMM has: MKL's small-matrix kernels, as at this test's
+    tiny sizes; at the shipped and published sizes they are bit-identical, tests/embedding/test_embedder.py); the
+    table path is taken by the first layer of each direction, and not where the table would not fit."""
+    import elmo.modules.lstm as lstm
+    from elmo.precision import Precision, for_precision
+    from tests.conftest import random_bilm, tiny_config
+
+    monkeypatch.setattr(lstm, "INPUT_WINDOW_ROWS", window_rows)
+    bilm = for_precision(random_bilm(tiny_config()).eval(), Precision(precision))
+    dim = bilm.token_encoder.output_dim
+    vectors = torch.cat([torch.zeros(1, dim), torch.randn(6, dim)]).to(bilm.forward_lstm.layers[0].input_linearity
+                                                                        .weight.dtype)  # (U+1, P), row 0 padding
+    index = torch.tensor([[1, 2, 3, 2, 4, 5], [1, 3, 3, 6, 0, 0], [1, 6, 0, 0, 0, 0], [1, 4, 2, 5, 3, 0]])  # (B, T)
+    tokens, mask = vectors[index], index > 0
+    used = []
+    word_gates = LstmCellWithProjection._word_gates
+    monkeypatch.setattr(LstmCellWithProjection, "_word_gates",
+                        lambda self, *args: used.append(word_gates(self, *args)) or used[-1])
+    with torch.no_grad():
+        plain = bilm.contextualize(tokens, mask)
+        by_word = bilm.contextualize(tokens, mask, words=lstm.WordTable(vectors, index))
+        assert sum(gates is not None for gates in used) == 2  # the first layer of each direction
+        monkeypatch.setattr(lstm, "WORD_GATES_BYTES", 1)  # the table does not fit: per position, as before
+        too_big = bilm.contextualize(tokens, mask, words=lstm.WordTable(vectors, index))
+        assert sum(gates is not None for gates in used) == 2
+    tolerance = 1e-6 if precision == "fp32" else 1e-2
+    for a, b in zip(plain.layers, by_word.layers):
+        torch.testing.assert_close(a, b, rtol=0, atol=tolerance)
+    for a, b in zip(plain.state, by_word.state):
+        torch.testing.assert_close(a, b, rtol=0, atol=tolerance)
+    for a, b in zip(plain.layers, too_big.layers):
+        assert torch.equal(a, b)

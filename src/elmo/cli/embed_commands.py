@@ -188,7 +188,7 @@ def add_embed_commands(commands) -> None:
     add_flag(embed, "device", DEVICE)
     speed = embed.add_argument_group("speed and scale")
     add_setting_flags(speed, EmbedOptions, ["precision", "max_batch_tokens", "chunk_size", "vocab_cache",
-                                             "sequence_window"])
+                                             "sequence_window", "pipeline"])
     add_setting_flags(speed, EngineOptions)
     speed.add_argument("--resume", action="store_true",
                        help="continue an interrupted run of the same command, computing only what is missing")

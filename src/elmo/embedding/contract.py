@@ -11,7 +11,8 @@ batches through :func:`embed_unordered`, so sentences are grouped the same way w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol, runtime_checkable
@@ -59,6 +60,20 @@ class SentenceEmbedder(ModelDescription, Protocol):
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
         """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P)."""
 
+    def embed_batches(self, batches: Iterable[list[list[str]]]) -> Generator[list[np.ndarray], None, None]:
+        """Each batch as :meth:`embed_batch` embeds it, in order, as a generator (closed when its consumer stops
+        early): where an embedder can overlap batches (the local one's pipeline), here. One that cannot takes
+        :func:`one_batch_at_a_time`."""
+
+
+def one_batch_at_a_time(
+    embedder: SentenceEmbedder, batches: Iterable[list[list[str]]]
+) -> Generator[list[np.ndarray], None, None]:
+    """``embed_batches`` of an embedder that has nothing to overlap: each batch's ``embed_batch`` in turn. A class
+    takes it as its method: ``embed_batches = one_batch_at_a_time``."""
+    for batch in batches:
+        yield embedder.embed_batch(batch)
+
 
 @dataclass(frozen=True)
 class DescribedModel:
@@ -91,7 +106,8 @@ def embed_unordered(
     """(index into ``sentences``, layers) as each batch finishes; empty sentences need no model run.
 
     Stateless runs sort by length into batches of at most ``options.max_batch_tokens`` padded tokens (a sentence's
-    vectors do not depend on its batch); carried states keep the input order.
+    vectors do not depend on its batch); carried states keep the input order. The batches go to the embedder's
+    ``embed_batches``, which may overlap them (the local embedder's pipeline).
     """
     options = embedder.options
     lengths = [len(s) for s in sentences]
@@ -102,10 +118,12 @@ def embed_unordered(
         batches = token_budget_batches(lengths, options.max_batch_tokens, batch_size)
         empty = np.zeros((embedder.num_layers, 0, embedder.output_dim), dtype=np.float32)
         yield from ((i, empty) for i, n in enumerate(lengths) if n == 0)
-    for batch in batches:
-        yield from zip(batch, embedder.embed_batch([sentences[i] for i in batch]))
-        if progress is not None:
-            progress(len(batch), sum(lengths[i] for i in batch))
+    # closed when this generator stops early: a pipeline's threads stop then, not when it is collected
+    with closing(embedder.embed_batches([sentences[i] for i in batch] for batch in batches)) as results:
+        for batch, layers in zip(batches, results, strict=True):
+            yield from zip(batch, layers)
+            if progress is not None:
+                progress(len(batch), sum(lengths[i] for i in batch))
 
 
 def chunk_size(options: EmbedOptions, batch_size: int | None = None) -> int:

@@ -12,6 +12,8 @@ from elmo.settings import at_least, check_settings, setting
 from elmo.shared_settings import FORCE, INITIAL_STATE, MAX_BATCH_TOKENS, PRECISION
 from elmo.text.sentences import AUTO, ENCODING_ERRORS, INPUT_FORMATS, TOKENS
 
+PIPELINE_CHOICES = ("auto", "on", "off")
+"""``--pipeline``: :func:`elmo.embedding.pipeline.pipelined` says what each means on a device."""
 STATELESS_BATCH_SIZE = 256
 CARRY_BATCH_SIZE = 64
 """AllenNLP's ``ElmoEmbedder`` default: with ``--initial-state carry`` the batch decides which rows carry state."""
@@ -47,6 +49,14 @@ class EmbedOptions:
     holds them bit-identical in float32). 256 positions: about 0.2 s of the tiny biLM and 3-18 s of the original
     architecture at batch size 1 (a quiet to a loaded 2-core machine) between stop checks, at no measurable cost
     (docs/benchmarks/embedding.md, 2026-12-07)."""
+
+    pipeline: str = setting(
+        "auto", "overlap each batch's host work with the model's: two threads prepare the next batches' words and "
+        "character ids and copy the last batches' vectors out of host buffers kept for reuse (pinned on CUDA), "
+        "while the model runs; the same vectors. auto: on with CUDA, off on the CPU", choices=PIPELINE_CHOICES)
+    """Not part of what an output records: the vectors do not depend on it (``tests/embedding/test_pipeline.py``
+    holds them bit-identical). Off on the CPU by default: both cores already run the model there, and the two
+    copies through a buffer cost more than the overlap gives back (docs/embedding.md, ``--pipeline``)."""
 
     @property
     def stateful(self) -> bool:

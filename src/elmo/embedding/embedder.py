@@ -4,28 +4,65 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
 from elmo.devices import checked_device
-from elmo.embedding.contract import Progress, embed_in_order
+from elmo.embedding.contract import Progress, embed_in_order, one_batch_at_a_time
 from elmo.embedding.embed_options import EmbedOptions
+from elmo.embedding.pipeline import BatchPipeline, HostBuffers, LentBuffer, PipelineStats, pipelined
 from elmo.embedding.selection import selection_of
 from elmo.formats.warm_state import warm_state_for
 from elmo.modules.bilm import BiLM, StatefulBiLM
 from elmo.modules.elmo import checked_alignment
 from elmo.modules.initial_state import WarmStartBiLM
 from elmo.modules.long_sequences import contextualize_in_windows
+from elmo.modules.lstm import WordTable
 from elmo.modules.sequence import remove_sentence_boundaries
-from elmo.modules.token_vectors import TOKEN_ENCODERS, TokenVectors
+from elmo.modules.token_vectors import TOKEN_ENCODERS, TokenVectors, token_input_ids
 from elmo.precision import for_precision, resolve_precision
 from elmo.runtime.hashing import digest_of
 from elmo.runtime.interrupts import stop_point
 from elmo.runtime.threads import small_ops_on_one_thread
 from elmo.text.char_encoding import as_tokens, token_lists
+
+PIPELINE_DEPTH = 2
+"""Batches the pipeline prepares ahead of the model, and batches waiting for their copy out. Two let each stage
+start its next batch while the others finish theirs; more would only hold more memory (each waiting batch holds
+its output buffer: ``depth + 1`` buffers per size at most)."""
+
+
+@dataclass
+class PreparedBatch:
+    """A batch after :meth:`Embedder.prepare`: host data only."""
+
+    sentences: list[list[str]]
+    words: list[str]
+    """Distinct, the boundary tokens included, in order of appearance."""
+    ids: np.ndarray | None
+    """The encoder's inputs for ``words``, (U, W) (None: no words)."""
+    index: torch.Tensor
+    """(B, T+2) int64 on the host: each row's words as positions in ``words`` + 1; 0 after the row's end."""
+
+
+@dataclass
+class RanBatch:
+    """A batch after :meth:`Embedder.run`: its layers (B, L+1, T, 2P) float32 on the host, in an array of their own
+    (``layers``) or in a lent buffer (``lent``, the pipeline's)."""
+
+    sentences: list[list[str]]
+    layers: np.ndarray | None = None
+    lent: LentBuffer | None = None
+
+    def release(self) -> None:
+        """Give the lent buffer back without reading it (a batch the pipeline will not collect)."""
+        if self.lent is not None:
+            self.lent.give_back()
 
 
 class Embedder:
@@ -63,6 +100,11 @@ class Embedder:
         self._token_vectors = TokenVectors(self.model.token_encoder, self.options.vocab_cache)
         self.alignment = None if alignment is None else checked_alignment(alignment, bilm.output_dim).to(self.device)
         self.model_name = model_name
+        self.host_buffers = HostBuffers(self.device, PIPELINE_DEPTH + 1)
+        """The pipeline's output buffers (pinned on CUDA), kept for the embedder's life: the batches of every call
+        of :meth:`embed_batches` reuse them."""
+        self.pipeline_stats = PipelineStats()
+        """The pipeline's busy and wall seconds, added up over every call of :meth:`embed_batches`."""
 
     @property
     def num_layers(self) -> int:
@@ -79,26 +121,73 @@ class Embedder:
 
     @torch.inference_mode()
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
-        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P). A batch longer
-        than ``options.sequence_window`` positions runs a window at a time (:meth:`_embed_in_windows`)."""
-        sentences = list(token_lists(sentences, "Embedder.embed_batch"))
-        if not sentences:
-            return []
+        """B sentences, run as one batch in the given order -> B float32 arrays (L + 1, n_tokens, 2P): the three
+        stages of a batch (:meth:`prepare`, :meth:`run`, :meth:`collect`) one after another. A batch longer than
+        ``options.sequence_window`` positions runs a window at a time (:meth:`_embed_in_windows`)."""
+        return self.collect(self.run(self.prepare(sentences)))
+
+    def embed_batches(self, batches: Iterable[list[list[str]]]) -> Generator[list[np.ndarray], None, None]:
+        """Each of ``batches`` as :meth:`embed_batch` would embed it, in order (a generator). With the pipeline
+        (``options.pipeline``: on, or auto on CUDA) the next batches are prepared and the last ones collected on two
+        background threads while the model runs (:class:`~elmo.embedding.pipeline.BatchPipeline`); the vectors are
+        the same bit for bit. Batches longer than the window and carried states go through it too: their run is
+        the one-batch-at-a-time run, and the runs keep the batches' order."""
+        if not pipelined(self.options.pipeline, self.device):
+            return one_batch_at_a_time(self, batches)
+        pipeline = BatchPipeline(partial(self.prepare, caller="Embedder.embed_batches"),
+                                 partial(self.run, buffers=self.host_buffers), self.collect, release=RanBatch.release,
+                                 depth=PIPELINE_DEPTH, stats=self.pipeline_stats)
+        return pipeline(batches)
+
+    def prepare(self, sentences: list[list[str]], caller: str = "Embedder.embed_batch") -> PreparedBatch:
+        """The host work of a batch, no model: its distinct words (with the boundary tokens), their encoder inputs
+        and each row of ``<S> sentence </S>`` as indices into them. Reads only the encoder's configuration, so it
+        may run on another thread while the model runs."""
+        sentences = list(token_lists(sentences, caller))
+        bos, eos = self._token_vectors.boundary_tokens
+        rows = [[bos, *s, eos] for s in sentences]
+        words = list(dict.fromkeys(w for row in rows for w in row))  # distinct, in order of appearance
+        position = {w: i + 1 for i, w in enumerate(words)}  # 0 = padding
+        index = np.zeros((len(rows), max(map(len, rows), default=0)), dtype=np.int64)  # (B, T+2)
+        for b, row in enumerate(rows):
+            index[b, : len(row)] = [position[w] for w in row]
+        ids = token_input_ids(self.model.token_encoder, words) if words else None  # (U, W)
+        return PreparedBatch(sentences, words, ids, torch.from_numpy(index))
+
+    @torch.inference_mode()
+    def run(self, batch: PreparedBatch, buffers: HostBuffers | None = None) -> RanBatch:
+        """The model on a prepared batch, inside the CPU thread policy: every layer without the boundaries, on the
+        host. With ``buffers`` (the pipeline) the layers are copied into a lent buffer, from a GPU without waiting
+        for the copy; without, they are the array :func:`to_host` makes."""
+        if not batch.sentences:
+            return RanBatch([])
         with small_ops_on_one_thread(self.device):
-            table, index = self._token_table(sentences)  # (U+1, P), (B, T+2)
+            table, index = self._token_table(batch)  # (U+1, P), (B, T+2)
             if index.shape[1] > self.options.sequence_window:
-                layers = self._embed_in_windows(table, index)  # (B, L+1, T, 2P)
-                return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
+                return RanBatch(batch.sentences, self._embed_in_windows(table, index))  # (B, L+1, T, 2P)
             tokens, mask = table[index], index > 0  # (B, T+2, P), (B, T+2); padding is zero
             run = next(m for m in (self._stateful, self._warm, self.model) if m is not None).contextualize
-            out = run(tokens, mask)
+            out = run(tokens, mask, words=WordTable(table, index))  # the first layer's input half once per word
             # each layer is let go once copied: a long sequence (a protein) holds two copies of its layers, not three
             layers = [remove_sentence_boundaries(out.layers.pop(0), out.mask)[0] for _ in range(len(out.layers))]
             layers = torch.stack(layers, dim=1).float()  # (B, L+1, T, 2P)
             if self.alignment is not None:
                 layers = torch.nn.functional.linear(layers, self.alignment)  # x @ W.T
-            layers = to_host(layers)
-        return [layers[b, :, : len(s)] for b, s in enumerate(sentences)]
+            if buffers is None:
+                return RanBatch(batch.sentences, to_host(layers))
+            return RanBatch(batch.sentences, lent=buffers.copy_in(layers))
+
+    @staticmethod
+    def collect(batch: RanBatch) -> list[np.ndarray]:
+        """Each sentence's (L + 1, n_tokens, 2P) of a run batch: views of the batch's array, or, from a lent buffer,
+        copies, the buffer given back."""
+        if batch.lent is None:
+            return [batch.layers[b, :, : len(s)] for b, s in enumerate(batch.sentences)]
+        try:
+            layers = batch.lent.ready()
+            return [layers[b, :, : len(s)].copy() for b, s in enumerate(batch.sentences)]
+        finally:
+            batch.lent.give_back()
 
     def _embed_in_windows(self, table: torch.Tensor, index: torch.Tensor) -> np.ndarray:
         """Every layer of a batch longer than the window, (B, L+1, T, 2P) float32 on the host: the positions after
@@ -121,19 +210,11 @@ class Embedder:
                 piece.copy_(torch.nn.functional.linear(piece.to(self.device), self.alignment))  # x @ W.T
         return out.numpy()
 
-    def _token_table(self, sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The token vectors of a batch's distinct words, (U+1, P) with row 0 zero (padding), and each row of
-        ``<S> sentence </S>`` as indices into it, (B, T+2), 0 after the row's end."""
-        bos, eos = self._token_vectors.boundary_tokens
-        rows = [[bos, *s, eos] for s in sentences]
-        words = list(dict.fromkeys(w for row in rows for w in row))  # distinct, in order of appearance
-        vectors = self._token_vectors(words)  # (U, P)
-        position = {w: i + 1 for i, w in enumerate(words)}  # 0 = padding
-        width = max(len(row) for row in rows)
-        index = torch.zeros(len(rows), width, dtype=torch.long)  # (B, T+2)
-        for b, row in enumerate(rows):
-            index[b, : len(row)] = torch.tensor([position[w] for w in row])
-        index = index.to(vectors.device)
+    def _token_table(self, batch: PreparedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token vectors of a batch's distinct words, (U+1, P) with row 0 zero (padding), and the batch's index
+        on the model's device, (B, T+2). On the run's thread: the vocabulary cache changes as it goes."""
+        vectors = self._token_vectors(batch.words, batch.ids)  # (U, P)
+        index = batch.index.to(vectors.device)
         table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (U+1, P)
         return table, index
 

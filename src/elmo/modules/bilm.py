@@ -25,7 +25,7 @@ from torch.overrides import TorchFunctionMode
 
 from elmo.config import MAX_VOCABULARY, BiLMConfig, check_integer
 from elmo.modules.char_cnn import CharCNNEncoder
-from elmo.modules.lstm import LstmCellWithProjection, LstmStack
+from elmo.modules.lstm import LstmCellWithProjection, LstmStack, WordTable
 from elmo.modules.manylangs_encoder import ManyLangsTokenEncoder
 from elmo.modules.scalar_mix import TrainedMix
 from elmo.modules.sequence import mask_from_ids, reverse_padded
@@ -119,11 +119,15 @@ class BiLM(nn.Module):
         mask = mask_from_ids(ids)  # (B, T)
         return self.contextualize(self.token_encoder(ids), mask, state)
 
-    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None) -> BiLMOutput:
+    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor, state: BiLMState | None = None,
+                      words: WordTable | None = None) -> BiLMOutput:
         """Run both LSTM stacks over token vectors computed elsewhere (e.g. looked up in a cache).
 
         Args:
             tokens: (B, T, P) token-layer vectors; mask: (B, T) bool, padding at the end of rows.
+            words: the same tokens as the batch's distinct words (``vectors[index]`` = ``tokens`` at real
+                positions), where the caller has them: the first LSTM layer's input half is then computed once per
+                word in inference (:class:`~elmo.modules.lstm.WordTable`); the same outputs.
         """
         lengths = mask.sum(dim=1)  # (B,)
         tokens = tokens * mask.unsqueeze(-1).to(tokens.dtype)
@@ -131,9 +135,10 @@ class BiLM(nn.Module):
         if state is not None:
             fwd_state = (state[0][0], state[1][0])
             bwd_state = (state[0][1], state[1][1])
+        bwd_words = None if words is None else WordTable(words.vectors, reverse_padded(words.index, lengths))
         (fwd_layers, fwd_final), (bwd_layers, bwd_final) = side_by_side(  # on two cores when inference allows
-            lambda: self.forward_lstm(tokens, mask, fwd_state),
-            lambda: self.backward_lstm(reverse_padded(tokens, lengths), mask, bwd_state),
+            lambda: self.forward_lstm(tokens, mask, fwd_state, words),
+            lambda: self.backward_lstm(reverse_padded(tokens, lengths), mask, bwd_state, bwd_words),
         )
         bwd_layers = [reverse_padded(x, lengths) for x in bwd_layers]
         float_mask = mask.unsqueeze(-1).to(tokens.dtype)  # (B, T, 1)
@@ -185,9 +190,9 @@ class StatefulBiLM(nn.Module):
         """ids (B, T, W) or (B, T), as :meth:`BiLM.forward`."""
         return self._carry(ids.shape[0], lambda state: self.bilm(ids, state))
 
-    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor) -> BiLMOutput:
-        """Token vectors (B, T, P) and mask (B, T), as :meth:`BiLM.contextualize`."""
-        return self._carry(tokens.shape[0], lambda state: self.bilm.contextualize(tokens, mask, state))
+    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor, words: WordTable | None = None) -> BiLMOutput:
+        """Token vectors (B, T, P) and mask (B, T) (and ``words``), as :meth:`BiLM.contextualize`."""
+        return self._carry(tokens.shape[0], lambda state: self.bilm.contextualize(tokens, mask, state, words))
 
     def _carry(self, batch: int, run) -> BiLMOutput:
         out = run(self.rows(batch))

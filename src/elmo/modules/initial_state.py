@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from elmo.modules.bilm import BiLM, BiLMOutput, BiLMState
+from elmo.modules.lstm import WordTable
 
 
 @torch.no_grad()
@@ -72,9 +73,9 @@ class WarmStartBiLM(nn.Module):
         """ids (B, T, W) or (B, T), as :meth:`BiLM.forward`."""
         return self.bilm(ids, self.rows(ids.shape[0]))
 
-    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor) -> BiLMOutput:
-        """Token vectors (B, T, P) and mask (B, T), as :meth:`BiLM.contextualize`."""
-        return self.bilm.contextualize(tokens, mask, self.rows(tokens.shape[0]))
+    def contextualize(self, tokens: torch.Tensor, mask: torch.Tensor, words: WordTable | None = None) -> BiLMOutput:
+        """Token vectors (B, T, P) and mask (B, T) (and ``words``), as :meth:`BiLM.contextualize`."""
+        return self.bilm.contextualize(tokens, mask, self.rows(tokens.shape[0]), words)
 
     def rows(self, batch: int) -> BiLMState:
         """The state every row of a batch of ``batch`` rows starts from."""

@@ -13,11 +13,15 @@ paths chosen by what the call needs:
 
 In every path the input half of the gates is one GEMM for all time steps (it does not depend on the recurrence),
 and the memory cells stay float32 even when the weights are bfloat16, so long sentences do not accumulate rounding.
+The first layer's input is a token vector, a function of the word alone, so where the caller has the batch's
+distinct words (:class:`WordTable`), inference computes that layer's input half once per distinct word and gathers
+it for every position: in a default batch of running text a quarter as many rows as positions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -30,12 +34,26 @@ from elmo.modules.shape_buckets import bucket_rows, buckets_shapes
 LstmState = tuple[torch.Tensor, torch.Tensor]
 """(h, c): h (..., B, P) the projected output, c (..., B, C) the memory cells."""
 
+
+class WordTable(NamedTuple):
+    """A layer's inputs given as a batch's distinct words: ``vectors`` (U, in), and ``index`` (B, T), each position's
+    row in it (row 0 is the padding's: its vector is zero). ``vectors[index]`` is the (B, T, in) input."""
+
+    vectors: torch.Tensor
+    index: torch.Tensor
+
+
 INPUT_WINDOW_ROWS = 2048
 INPUT_WINDOW_BYTES = 64 << 20
 """Inference computes the input half of the gates for up to INPUT_WINDOW_ROWS positions at a time, into a buffer
 (rows x 4C) of at most INPUT_WINDOW_BYTES: 2,048 rows (1,024 for the original configuration in fp32). A GEMM that
 big runs near the machine's peak, and the buffer stays bounded for any batch, so its fresh pages stay few (the
 sizes tried: docs/benchmarks/embedding.md)."""
+
+WORD_GATES_BYTES = 128 << 20
+"""Inference computes the first layer's input half per distinct word (:class:`WordTable`) when that table of gates,
+words x 4C, fits in this many bytes (2,048 words of the original configuration in fp32: a default batch of running
+text has up to ~1,750) and has fewer rows than the batch has positions; otherwise per position."""
 
 CPU_GEMM_COLUMNS = 1024
 """On CPU, inference's fp32 gate GEMMs (rows x P x 4C) run in blocks of this many output columns, with the same
@@ -114,7 +132,8 @@ class LstmCellWithProjection(nn.Module):
         return h, c
 
     def forward(
-        self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None
+        self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None,
+        words: WordTable | None = None,
     ) -> tuple[torch.Tensor, LstmState]:
         """Run the cell over time.
 
@@ -123,12 +142,14 @@ class LstmCellWithProjection(nn.Module):
             mask: (B, T) bool, True for real tokens, padding only at the end of a row. The state stops
                 changing after a row's last token, so the returned state is the state after that token.
             state: initial (h (B, P), c (B, C)); zeros when None.
+            words: the same inputs as distinct words, where the caller has them: inference then computes the input
+                half once per word (:data:`WORD_GATES_BYTES`); the same outputs.
 
         Returns:
             outputs (B, T, P), zero at padded positions, and the final state (h, c).
         """
         if not torch.is_grad_enabled():
-            return self._run_inference(inputs, mask, state)
+            return self._run_inference(inputs, mask, state, words)
         if mask is None and inputs.shape[1] > 0:
             return self._run_window(inputs, state)  # training windows: every row runs all T steps
         return self._run_autograd(inputs, mask, state)
@@ -182,13 +203,15 @@ class LstmCellWithProjection(nn.Module):
         return out, (h, c)
 
     def _run_inference(
-        self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None
+        self, inputs: torch.Tensor, mask: torch.Tensor | None, state: LstmState | None, words: WordTable | None
     ) -> tuple[torch.Tensor, LstmState]:
         """Without autograd: the rows sorted by length, so step t runs the n_t rows still going and nothing else.
 
         The input half of the gates is computed for real positions only (padding never enters a GEMM), a window
         of steps at a time (:data:`INPUT_WINDOW_ROWS`) into one buffer that each step's recurrent GEMM then adds
-        into, in place; on CPU both GEMMs run in blocks of :data:`CPU_GEMM_COLUMNS` output columns.
+        into, in place; on CPU both GEMMs run in blocks of :data:`CPU_GEMM_COLUMNS` output columns. With ``words``,
+        the input half is computed once per distinct word and each window gathers its rows from that table: the
+        same values, as a GEMM's row does not depend on the other rows (``tests/modules/test_lstm.py``).
         """
         batch, time, _ = inputs.shape
         dtype = self.state_linearity.weight.dtype
@@ -208,14 +231,20 @@ class LstmCellWithProjection(nn.Module):
         columns = CPU_GEMM_COLUMNS if inputs.device.type == "cpu" and dtype == torch.float32 else None
         buffer = inputs.new_empty(max((gemm_rows(rows) for *_, rows in windows), default=0), w_input_t.shape[1],
                                   dtype=dtype)
+        word_gates = self._word_gates(words, sum(running), gemm_rows, columns)  # (U', 4C) or None
+        sorted_words = None if word_gates is None else words.index[order].transpose(0, 1)  # (T, B)
         for start, stop, rows in windows:
-            packed = [sorted_inputs[t, : running[t]] for t in range(start, stop)]
-            if gemm_rows(rows) > rows:
-                packed.append(sorted_inputs.new_zeros(gemm_rows(rows) - rows, sorted_inputs.shape[2]))
-            packed = torch.cat(packed)  # (rows', in)
-            x_gates = buffer[: len(packed)]  # (rows', 4C): step t's n_t rows follow step t-1's
-            addmm_by_columns(x_gates, packed, w_input_t, self.input_linearity.bias, columns)
-            fold_forget_bias(x_gates, self.forget_bias)
+            if word_gates is not None:  # step t's n_t rows follow step t-1's
+                packed = torch.cat([sorted_words[t, : running[t]] for t in range(start, stop)])  # (rows,)
+                x_gates = torch.index_select(word_gates, 0, packed, out=buffer[:rows])  # (rows, 4C)
+            else:
+                packed = [sorted_inputs[t, : running[t]] for t in range(start, stop)]
+                if gemm_rows(rows) > rows:
+                    packed.append(sorted_inputs.new_zeros(gemm_rows(rows) - rows, sorted_inputs.shape[2]))
+                packed = torch.cat(packed)  # (rows', in)
+                x_gates = buffer[: len(packed)]  # (rows', 4C): step t's n_t rows follow step t-1's
+                addmm_by_columns(x_gates, packed, w_input_t, self.input_linearity.bias, columns)
+                fold_forget_bias(x_gates, self.forget_bias)
             offset = 0
             for t in range(start, stop):
                 n = running[t]
@@ -234,6 +263,25 @@ class LstmCellWithProjection(nn.Module):
         inverse[order] = torch.arange(batch, device=order.device)
         outputs = out.transpose(0, 1)[inverse]  # (B, T, P), padding stays zero
         return outputs, (h_final[inverse].to(h0.dtype), c[inverse].to(c0.dtype))
+
+    def _word_gates(self, words: WordTable | None, positions: int, gemm_rows: Callable[[int], int],
+                    columns: int | None) -> torch.Tensor | None:
+        """The input half of every distinct word, forget offset folded, (U', 4C) (U' = U, or more zero rows where
+        shapes are bucketed); None where it would not pay (as many words as positions) or not fit
+        (:data:`WORD_GATES_BYTES`)."""
+        if words is None:
+            return None
+        weight = self.input_linearity.weight  # (4C, in)
+        count = len(words.vectors)
+        if count >= positions or count * weight.shape[0] * weight.element_size() > WORD_GATES_BYTES:
+            return None
+        vectors = words.vectors.to(weight.dtype)  # (U, in)
+        if gemm_rows(count) > count:
+            vectors = torch.cat([vectors, vectors.new_zeros(gemm_rows(count) - count, vectors.shape[1])])
+        gates = vectors.new_empty(len(vectors), weight.shape[0])  # (U', 4C)
+        addmm_by_columns(gates, vectors, weight.t(), self.input_linearity.bias, columns)
+        fold_forget_bias(gates, self.forget_bias)
+        return gates
 
     def input_window_rows(self) -> int:
         """Inference's input-GEMM rows at most (:data:`INPUT_WINDOW_ROWS`, :data:`INPUT_WINDOW_BYTES`): the grouping
@@ -265,15 +313,19 @@ class LstmStack(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None
+        self, inputs: torch.Tensor, mask: torch.Tensor | None = None, state: LstmState | None = None,
+        words: WordTable | None = None,
     ) -> tuple[list[torch.Tensor], LstmState]:
-        """(B, T, P) -> L outputs (B, T, P) and the stacked final state (h (L, B, P), c (L, B, C))."""
+        """(B, T, P) -> L outputs (B, T, P) and the stacked final state (h (L, B, P), c (L, B, C)). ``words``: the
+        inputs as distinct words (:class:`WordTable`), for the first layer; unused where dropout changes them."""
         outputs, hs, cs = [], [], []
         x = inputs
+        if self.training and self.dropout.p > 0:
+            words = None
         for index, layer in enumerate(self.layers):
             layer_state = None if state is None else (state[0][index], state[1][index])
             x = self.dropout(x)
-            out, (h, c) = layer(x, mask, layer_state)
+            out, (h, c) = layer(x, mask, layer_state, words if index == 0 else None)
             x = self.with_residual(index, out, x)
             outputs.append(x)
             hs.append(h)

@@ -49,10 +49,14 @@ class TokenVectors:
         self.boundary_tokens = getattr(encoder, "boundary_tokens", (BOS_TOKEN, EOS_TOKEN))
         """The sentence-boundary tokens of the model's family (``<S>``/``</S>``; ``<bos>``/``<eos>``)."""
 
-    def __call__(self, words: list[str]) -> torch.Tensor:
-        """Distinct ``words`` -> (len(words), P), in the same order."""
+    def __call__(self, words: list[str], ids: np.ndarray | None = None) -> torch.Tensor:
+        """Distinct ``words`` -> (len(words), P), in the same order. ``ids``: their encoder inputs
+        (:func:`token_input_ids`, (len(words), W)) where the caller made them already (the embedder, on another
+        thread); the cache is looked up and filled here either way."""
         missing = [w for w in words if w not in self._rows]
-        fresh = self._encode(missing)  # (M, P)
+        if ids is not None and len(missing) < len(words):
+            ids = ids[[i for i, w in enumerate(words) if w not in self._rows]]  # (M, W)
+        fresh = self._encode(missing, ids)  # (M, P)
         if len(missing) == len(words):
             self._remember(missing, fresh)
             return fresh
@@ -67,12 +71,13 @@ class TokenVectors:
         self._remember(missing, fresh)
         return out
 
-    def _encode(self, words: list[str]) -> torch.Tensor:
+    def _encode(self, words: list[str], ids: np.ndarray | None = None) -> torch.Tensor:
         device = next(self.encoder.parameters()).device
         if not words:
             return torch.zeros(0, self.encoder.output_dim, device=device, dtype=self._dtype())
-        ids = torch.from_numpy(token_input_ids(self.encoder, words)).to(device)  # (M, W)
-        return torch.cat([self.encoder.encode_tokens(part) for part in ids.split(ENCODE_CHUNK)])  # (M, P)
+        ids = token_input_ids(self.encoder, words) if ids is None else ids
+        inputs = torch.from_numpy(ids).to(device)  # (M, W)
+        return torch.cat([self.encoder.encode_tokens(part) for part in inputs.split(ENCODE_CHUNK)])  # (M, P)
 
     def _remember(self, words: list[str], vectors: torch.Tensor) -> None:
         free = self.capacity - len(self._rows)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from elmo.client import ElmoClient
-from elmo.embedding.contract import Progress, embed_in_order
+from elmo.embedding.contract import Progress, embed_in_order, one_batch_at_a_time
 from elmo.embedding.embed_options import EmbedOptions
 from elmo.embedding.selection import selection_of
 from elmo.errors import ElmoError
@@ -48,6 +48,8 @@ class RemoteEmbedder:
     def embed_batch(self, sentences: list[list[str]]) -> list[np.ndarray]:
         """One request per batch; the service's arrays are float32 (L + 1, n, 2P), as a local run's."""
         return self.client.embed(sentences, output="all", dtype="float32") if sentences else []
+
+    embed_batches = one_batch_at_a_time  # one request after another
 
     def embed_sentences(
         self, sentences: Iterable[list[str]], batch_size: int | None = None, progress: Progress | None = None,
