@@ -221,7 +221,6 @@ class LstmCellWithProjection(nn.Module):
         running = (lengths.unsqueeze(0) > steps).sum(dim=1).tolist()  # running[t] = rows still going at step t
         h0, c0 = state if state is not None else self.zero_state(batch, inputs)
         h0, c = h0[order].to(dtype), c0[order].float()  # (B, P), (B, C); c is ours to update in place
-        sorted_inputs = inputs[order].transpose(0, 1).to(dtype)  # (T, B, in)
         w_input_t = self.input_linearity.weight.t()  # (in, 4C)
         w_state_t = self.state_linearity.weight.t()  # (P, 4C)
         w_proj_t = None if self.projection is None else self.projection.weight.t()  # (C, P)
@@ -232,10 +231,13 @@ class LstmCellWithProjection(nn.Module):
         buffer = inputs.new_empty(max((gemm_rows(rows) for *_, rows in windows), default=0), w_input_t.shape[1],
                                   dtype=dtype)
         word_gates = self._word_gates(words, sum(running), gemm_rows, columns)  # (U', 4C) or None
-        sorted_words = None if word_gates is None else words.index[order].transpose(0, 1)  # (T, B)
+        if word_gates is None:
+            sorted_inputs = inputs[order].transpose(0, 1).to(dtype)  # (T, B, in)
+        else:
+            sorted_inputs = words.index[order].transpose(0, 1)  # (T, B): each position's row of word_gates
         for start, stop, rows in windows:
             if word_gates is not None:  # step t's n_t rows follow step t-1's
-                packed = torch.cat([sorted_words[t, : running[t]] for t in range(start, stop)])  # (rows,)
+                packed = torch.cat([sorted_inputs[t, : running[t]] for t in range(start, stop)])  # (rows,)
                 x_gates = torch.index_select(word_gates, 0, packed, out=buffer[:rows])  # (rows, 4C)
             else:
                 packed = [sorted_inputs[t, : running[t]] for t in range(start, stop)]
