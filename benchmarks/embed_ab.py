@@ -1,8 +1,10 @@
-"""`elmo embed` end to end, the code of two source trees against each other: the before/after of a change.
+"""`elmo embed` end to end, two source trees (or two sets of flags) against each other: the before/after of a change.
 
     git worktree add /tmp/before <commit>           # the code before the change
     PYTHONPATH=src .venv/bin/python benchmarks/embed_ab.py --before /tmp/before/src --config original \\
         --precision fp32 --sentences 512 --rounds 3
+    PYTHONPATH=src .venv/bin/python benchmarks/embed_ab.py --before src --before-flags="--pipeline off" \\
+        --after-flags="--pipeline on" --config small          # one tree, two settings
 
 Both run the real command (`python -m elmo -q embed IN OUT --all --model M --precision P`, default batching: sorted
 by length, 256 sentences / 8,192 tokens a batch) on the same input, real sentences of the sample corpus of every
@@ -34,11 +36,12 @@ from roofline import corpus_sentences
 HERE = Path(__file__).resolve().parents[1] / "src"
 
 
-def run(src: Path, text: Path, out: Path, model: Path, precision: str, threads: int) -> tuple[float, float]:
-    """One `elmo embed` with the package of ``src``: (wall seconds, peak RSS MB)."""
+def run(src: Path, flags: list[str], text: Path, out: Path, model: Path, precision: str,
+        threads: int) -> tuple[float, float]:
+    """One `elmo embed` with the package of ``src`` and the extra ``flags``: (wall seconds, peak RSS MB)."""
     env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     command = [sys.executable, "-m", "elmo", "-q", "embed", str(text), str(out), "--all", "--model", str(model),
-               "--precision", precision, "--force", "--no-progress"]
+               "--precision", precision, "--force", "--no-progress", *flags]
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
@@ -59,6 +62,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True, help="the src/ folder of the code before")
     parser.add_argument("--after", type=Path, default=HERE, help="the src/ folder of the code after (default: this "
                         "checkout's)")
+    parser.add_argument("--before-flags", default="", help="more `elmo embed` flags for the before side")
+    parser.add_argument("--after-flags", default="", help="more `elmo embed` flags for the after side")
     parser.add_argument("--config", default="original", choices=("original", "small"))
     parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=["fp32"])
     parser.add_argument("--sentences", type=int, default=512)
@@ -71,7 +76,9 @@ def main() -> None:
     sentences = corpus_sentences(args.sentences)
     tokens = sum(map(len, sentences))
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    print(f"before: {trees['before']}\nafter: {trees['after']}\n{args.config}, {len(sentences)} sentences, "
+    flags = {"before": args.before_flags.split(), "after": args.after_flags.split()}
+    print(f"before: {trees['before']} {args.before_flags}\nafter: {trees['after']} {args.after_flags}")
+    print(f"{args.config}, {len(sentences)} sentences, "
           f"{tokens:,} tokens, {args.rounds} rounds\n")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +91,8 @@ def main() -> None:
             rss = {name: 0.0 for name in trees}
             for round_ in range(args.rounds):
                 for name in (list(trees) if round_ % 2 == 0 else list(trees)[::-1]):
-                    seconds, peak = run(trees[name], text, tmp / f"{name}.hdf5", model, precision, args.threads)
+                    seconds, peak = run(trees[name], flags[name], text, tmp / f"{name}.hdf5", model, precision,
+                                        args.threads)
                     times[name].append(seconds)
                     rss[name] = max(rss[name], peak)
                     print(f"  round {round_ + 1}, {precision}, {name}: {seconds:.2f} s", file=sys.stderr, flush=True)
