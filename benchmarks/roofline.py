@@ -7,7 +7,8 @@
 It prints four tables:
 
 1. The machine's GEMM peak in fp32 and bf16, on all torch threads and on one (the biLM's two directions run side by
-   side, one core each: their products are one-thread products), at a square shape (4096^3).
+   side, one core each: their products are one-thread products), at a square shape (4096^3); ``--peaks profiled``
+   measures only the profiled precisions' (a quick smoke run where bf16 products are slow).
 2. Every GEMM shape the model runs, at the row counts the batcher makes for these sentences (the most common
    rows of each phase, taken from the profiled run), measured alone with the thread count it gets in the model.
 3. The profile: the original model (random weights scaled like a trained model's, written in the original format)
@@ -298,6 +299,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3, help="plain timed runs after the warm-up")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--peaks", choices=("both", "profiled"), default="both",
+                        help="whose GEMM peaks to measure: fp32's and bf16's (the table's bf16 / fp32 column), or "
+                             "only the profiled precisions' (quicker where bf16 products are slow)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     fast_bf16, _ = bf16_support("cpu")
@@ -306,13 +310,14 @@ def main() -> None:
     flags = Path("/proc/cpuinfo").read_text().partition("\nflags")[2].partition("\n")[0].partition(":")[2].strip()
     print(f"\nCPU flags: {flags}\n")
     # the peak before and after the profiles, the best of the two: other jobs on a shared host only slow it down
-    peak = peaks(args.threads, ["fp32", "bf16"], precisions)
+    measured = ["fp32", "bf16"] if args.peaks == "both" else precisions
+    peak = peaks(args.threads, measured, precisions)
     sentences = corpus_sentences(args.sentences)
     with tempfile.TemporaryDirectory() as tmp:
         model = write_random_model(args.config, Path(tmp) / args.config)
         results = [profile(args.config, precision, sentences, args.runs, model, args.threads)
                    for precision in precisions]
-    again = peaks(args.threads, ["fp32", "bf16"], precisions)
+    again = peaks(args.threads, measured, precisions)
     peak = {key: max(value, again[key]) for key, value in peak.items()}
     shapes = " or ".join(" x ".join(map(str, shape)) for shape in PEAK_SHAPES)
     print(f"| GEMM peak, GFLOP/s (the best of {shapes}, measured before and after the profiles) | fp32 | bf16 | "
@@ -321,10 +326,12 @@ def main() -> None:
     plural = "s" * (args.threads > 1)
     for how, label in (("all", f"one product on {args.threads} thread{plural}"), ("one", "one product on one thread"),
                        ("beside", f"per core, {args.threads} one-thread products side by side")):
-        if ("fp32", how) in peak:
-            bf16 = peak.get(("bf16", how))
-            print(f"| {label} | {peak['fp32', how]:.1f} | " + ("not measured | |" if bf16 is None else
-                  f"{bf16:.1f} | {bf16 / peak['fp32', how]:.2f}x |"))
+        fp32, bf16 = peak.get(("fp32", how)), peak.get(("bf16", how))
+        if fp32 is None and bf16 is None:
+            continue
+        cells = ["not measured" if value is None else f"{value:.1f}" for value in (fp32, bf16)]
+        ratio = f"{bf16 / fp32:.2f}x" if fp32 and bf16 else ""
+        print(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
     print(f"\n{len(sentences)} sentences of the sample corpus, every length, `elmo embed`'s default batches")
     for result in results:
         report(args.config, result, peak, args.threads)
