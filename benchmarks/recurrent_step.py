@@ -74,19 +74,19 @@ def layouts(weight: torch.Tensor, rows: int, columns: int) -> dict[str, tuple[Ad
     return variants
 
 
-def run_steps(add_step: AddStep, x_gates: torch.Tensor, weights: dict[str, torch.Tensor], steps: int,
+def run_steps(add_step: AddStep, x_gates: torch.Tensor, w_proj_t: torch.Tensor, steps: int,
               clip: float) -> torch.Tensor:
     """``steps`` inference steps from a zero state: (steps, n, P), every step's h."""
     rows = x_gates.shape[0] // steps
     gates_all = x_gates.clone()  # (steps * n, 4C): the input half, consumed in place as the code does
-    c = torch.zeros(rows, weights["projection"].shape[0])  # (n, C)
-    h = torch.zeros(rows, weights["projection"].shape[1])  # (n, P)
+    c = torch.zeros(rows, w_proj_t.shape[0])  # (n, C)
+    h = torch.zeros(rows, w_proj_t.shape[1])  # (n, P)
     outputs = torch.empty(steps, rows, h.shape[1])
     for t in range(steps):
         gates = gates_all[t * rows : (t + 1) * rows]  # (n, 4C)
         add_step(gates, h)
         *_, hidden = cell_forward(gates, c, None, clip, exact_tanh=True, in_place=True)  # (n, C)
-        h = project(hidden, weights["projection"], clip, out=outputs[t])[1]  # (n, P)
+        h = project(hidden, w_proj_t, clip, out=outputs[t])[1]  # (n, P)
     return outputs
 
 
@@ -105,7 +105,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     cells, width = args.cells, args.projection
     weight = torch.randn(4 * cells, width, generator=gen) / width**0.5  # (4C, P), as state_linearity.weight
-    weights = {"projection": torch.randn(cells, width, generator=gen) / cells**0.5}  # (C, P), transposed
+    w_proj_t = torch.randn(cells, width, generator=gen) / cells**0.5  # (C, P), the projection transposed
     x_gates = torch.randn(args.steps * args.rows, 4 * cells, generator=gen)  # (steps * n, 4C)
     columns = min(args.columns, 4 * cells)
 
@@ -115,15 +115,15 @@ def main() -> None:
             print(f"{name}: not run ({variant})")
         else:
             made[name] = variant
-    baseline = run_steps(made["blocks"][0], x_gates, weights, args.steps, 3.0)
-    difference = {name: float((run_steps(step, x_gates, weights, args.steps, 3.0) - baseline).abs().max())
+    baseline = run_steps(made["blocks"][0], x_gates, w_proj_t, args.steps, 3.0)
+    difference = {name: float((run_steps(step, x_gates, w_proj_t, args.steps, 3.0) - baseline).abs().max())
                   for name, (step, *_) in made.items()}
     times: dict[str, list[float]] = {name: [] for name in made}
     names = list(made)
     for round_ in range(args.rounds):
         for name in names[round_ % len(names):] + names[: round_ % len(names)]:  # rotated order
             start = time.perf_counter()
-            run_steps(made[name][0], x_gates, weights, args.steps, 3.0)
+            run_steps(made[name][0], x_gates, w_proj_t, args.steps, 3.0)
             times[name].append((time.perf_counter() - start) / args.steps)
 
     gemm_flop = 2 * args.rows * width * 4 * cells

@@ -3,24 +3,17 @@ changes the embeddings."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.benchmarks.scripts import run_benchmark
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_inference_knobs_table_lists_every_variant_with_the_same_outputs():
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     variants = ["1024:2048:64", "0:3:0", "7:2048:1"]
-    command = [sys.executable, str(REPO / "benchmarks" / "inference_knobs.py"), "--config", "small",
-               "--sentences", "4", "--rounds", "2", "--threads", "1", "--variants", *variants]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = run_benchmark("inference_knobs.py", "--config", "small", "--sentences", "4", "--rounds", "2", "--threads",
+                         "1", "--variants", *variants)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.startswith("machine: ")
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line[2:3].isdigit()]
@@ -30,7 +23,5 @@ def test_inference_knobs_table_lists_every_variant_with_the_same_outputs():
 
 
 def test_inference_knobs_rejects_a_malformed_variant():
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    command = [sys.executable, str(REPO / "benchmarks" / "inference_knobs.py"), "--variants", "1024:2048", "0:1:0"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    done = run_benchmark("inference_knobs.py", "--variants", "1024:2048", "0:1:0", timeout=120)
     assert done.returncode == 1 and "--variants '1024:2048': expected COLUMNS:ROWS:MB" in done.stderr

@@ -3,23 +3,16 @@ summation order."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.benchmarks.scripts import run_benchmark
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_recurrent_step_table_lists_every_layout_with_the_same_outputs():
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    command = [sys.executable, str(REPO / "benchmarks" / "recurrent_step.py"), "--cells", "64", "--projection", "16",
-               "--rows", "64", "--steps", "3", "--rounds", "2", "--columns", "128"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = run_benchmark("recurrent_step.py", "--cells", "64", "--projection", "16", "--rows", "64", "--steps", "3",
+                         "--rounds", "2", "--columns", "128")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.startswith("machine: ")
     rows = [line.strip("| ").split(" | ") for line in done.stdout.splitlines() if line.startswith("| ")][1:]

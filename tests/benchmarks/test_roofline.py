@@ -3,16 +3,14 @@ belongs to (the FLOPs it books equal what benchmarks/flops.py counts for the sam
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.benchmarks.scripts import REPO, run_benchmark
+
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from flops import dense_word_macs, our_lstm_macs, token_layer_macs  # noqa: E402
@@ -68,10 +66,8 @@ def test_the_profile_books_every_product_to_its_phase(threads):
 @pytest.mark.slow
 @pytest.mark.skipif(not CORPUS.is_file(), reason="the shared sample corpus is not beside the repo")
 def test_the_script_prints_the_peak_and_the_phase_table():
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    command = [sys.executable, str(REPO / "benchmarks" / "roofline.py"), "--config", "small", "--sentences", "8",
-               "--runs", "1", "--precision", "fp32", "--threads", "1", "--peaks", "profiled"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    done = run_benchmark("roofline.py", "--config", "small", "--sentences", "8", "--runs", "1", "--precision", "fp32",
+                         "--threads", "1", "--peaks", "profiled", timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("machine: ") and any(line.startswith("CPU flags: ") for line in lines)

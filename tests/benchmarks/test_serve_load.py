@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.benchmarks.scripts import run_benchmark
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.slow
 def test_serve_load_runs_every_phase_and_prints_the_checks():
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    command = [sys.executable, str(REPO / "benchmarks" / "serve_load.py"), "--seconds", "1", "--rounds", "1",
-               "--open-seconds", "1", "--above-seconds", "1", "--quick", "--max-requests", "10", "--threads", "1"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = run_benchmark("serve_load.py", "--seconds", "1", "--rounds", "1", "--open-seconds", "1", "--above-seconds",
+                         "1", "--quick", "--max-requests", "10", "--threads", "1")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and " loop, " in line]
     loads = [row.split(" | ")[1] for row in rows]
